@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what VeloxQuant needs on a fresh Debian machine and builds it into build/.
+# Idempotent: packages already present are skipped, and the build is incremental.
+#   BUILD_DIR   where to build (default: build)
+#   CI          when set, compiler warnings are errors
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(build-essential cmake ninja-build pkg-config libgtest-dev libbenchmark-dev
+          libeigen3-dev libhwy-dev libopenblas-dev libcli11-dev libfmt-dev nlohmann-json3-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  sudo_cmd=(); [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+build_dir=${BUILD_DIR:-build}
+werror=OFF; [ -n "${CI:-}" ] && werror=ON
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVELOXQUANT_WERROR="$werror" >/dev/null
+cmake --build "$build_dir" -j "$(nproc)"

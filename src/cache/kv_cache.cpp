@@ -1,0 +1,247 @@
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "codecs/fp16/fp16_codec.h"
+#include "veloxquant/cache.h"
+#include "veloxquant/error.h"
+
+namespace veloxquant {
+namespace {
+
+// The keys (or the values) of one KV head: encoded blocks, then the newest tokens in fp16.
+struct Stream {
+  std::vector<uint8_t> codes;
+  size_t encoded = 0;          // tokens in `codes`
+  std::vector<uint8_t> tail;   // fp16 rows, Fp16Codec layout
+  size_t tail_tokens = 0;
+};
+
+void check_kv(const TensorView& t, const char* what, size_t heads, size_t dim) {
+  if (t.rank != 3 || t.dim(1) != heads || t.dim(2) != dim) {
+    throw ShapeError(std::string(what) + " has shape " + t.shape_string() + "; expected [tokens, " +
+                     std::to_string(heads) + ", " + std::to_string(dim) + "]");
+  }
+  if (t.dim(0) == 0) throw ShapeError(std::string(what) + " is empty (0 tokens); expected at least 1");
+}
+
+}  // namespace
+
+struct KVCache::Impl {
+  Spec spec;
+  LayerShape shape;
+  LayerCodecs codecs;
+  Fp16Codec fp16;
+  std::vector<Stream> keys, values;  // one per KV head
+  size_t tokens = 0;
+
+  Impl(Spec s, const LayerShape& sh)
+      : spec(std::move(s)), shape(sh), codecs(spec.method->make(spec.params, sh)), fp16(sh.head_dim),
+        keys(sh.kv_heads), values(sh.kv_heads) {}
+
+  // Appends rows of one head (f32, [n, dim] with the given row stride) to the fp16 tail, then
+  // encodes every full block that has aged out of the residual window.
+  void push(Stream& s, const Codec& codec, const float* rows, size_t n, size_t stride) const {
+    const size_t d = shape.head_dim, row_bytes = fp16.code_bytes(1);
+    const size_t old = s.tail.size();
+    s.tail.resize(old + n * row_bytes);
+    for (size_t t = 0; t < n; ++t) fp16.encode(rows + t * stride, 1, s.tail.data() + old + t * row_bytes);
+    s.tail_tokens += n;
+    const size_t block = codec.block_tokens();
+    if (s.tail_tokens < codecs.residual + block) return;
+    const size_t m = (s.tail_tokens - codecs.residual) / block * block;
+    std::vector<float> x(m * d);
+    fp16.decode(s.tail.data(), m, x.data());
+    const size_t at = s.codes.size();
+    s.codes.resize(at + codec.code_bytes(m));
+    codec.encode(x.data(), m, s.codes.data() + at);
+    s.encoded += m;
+    s.tail.erase(s.tail.begin(), s.tail.begin() + static_cast<std::ptrdiff_t>(m * row_bytes));
+    s.tail_tokens -= m;
+  }
+
+  size_t stream_bytes(const std::vector<Stream>& v, const Codec& c) const {
+    size_t b = c.state_bytes();
+    for (const auto& s : v) b += s.codes.size() + s.tail.size();
+    return b;
+  }
+
+  void decode_stream(const Stream& s, const Codec& c, float* out) const {
+    c.decode(s.codes.data(), s.encoded, out);
+    fp16.decode(s.tail.data(), s.tail_tokens, out + s.encoded * shape.head_dim);
+  }
+
+  std::vector<float> decode_all(const std::vector<Stream>& v, const Codec& c) const {
+    const size_t d = shape.head_dim, h = shape.kv_heads;
+    std::vector<float> out(tokens * h * d), head(tokens * d);
+    for (size_t k = 0; k < h; ++k) {
+      decode_stream(v[k], c, head.data());
+      for (size_t t = 0; t < tokens; ++t) std::copy_n(head.data() + t * d, d, out.data() + (t * h + k) * d);
+    }
+    return out;
+  }
+
+  // Attention for the `rows` query rows of one KV head; row r belongs to query token
+  // first_token + r / group and sees cache tokens [0, visible(r)).
+  void attend_head(size_t head, const float* q, size_t rows, size_t group, size_t first_token,
+                   size_t nq, AttendPath path, float* out) const;
+};
+
+void KVCache::Impl::attend_head(size_t head, const float* q, size_t rows, size_t group,
+                                size_t first_token, size_t nq, AttendPath path, float* out) const {
+  const size_t d = shape.head_dim;
+  const Stream& ks = keys[head];
+  const Stream& vs = values[head];
+  // Key and value streams may have encoded different numbers of tokens (different block sizes);
+  // each splits into its own encoded part and fp16 tail.
+  std::vector<float> scores(rows * tokens);
+  std::vector<float> part;
+  auto score_stream = [&](const Stream& s, const Codec& c) {
+    part.resize(rows * std::max(s.encoded, s.tail_tokens));
+    if (s.encoded) {
+      c.score(q, rows, s.codes.data(), s.encoded, part.data());
+      for (size_t r = 0; r < rows; ++r) std::copy_n(part.data() + r * s.encoded, s.encoded, scores.data() + r * tokens);
+    }
+    if (s.tail_tokens) {
+      fp16.score(q, rows, s.tail.data(), s.tail_tokens, part.data());
+      for (size_t r = 0; r < rows; ++r)
+        std::copy_n(part.data() + r * s.tail_tokens, s.tail_tokens, scores.data() + r * tokens + s.encoded);
+    }
+  };
+  std::vector<float> kdec, vdec;
+  if (path == AttendPath::Fused) {
+    score_stream(ks, *codecs.key);
+  } else {
+    kdec.resize(tokens * d);
+    decode_stream(ks, *codecs.key, kdec.data());
+    for (size_t r = 0; r < rows; ++r)
+      for (size_t t = 0; t < tokens; ++t) {
+        float s = 0;
+        for (size_t c = 0; c < d; ++c) s += q[r * d + c] * kdec[t * d + c];
+        scores[r * tokens + t] = s;
+      }
+  }
+  // Causal softmax, in place: masked tokens get weight 0.
+  for (size_t r = 0; r < rows; ++r) {
+    const size_t visible = tokens - nq + first_token + r / group + 1;
+    float* s = scores.data() + r * tokens;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (size_t t = 0; t < visible; ++t) mx = std::max(mx, s[t]);
+    float sum = 0;
+    for (size_t t = 0; t < visible; ++t) sum += (s[t] = std::exp(s[t] - mx));
+    const float inv = 1.0f / sum;
+    for (size_t t = 0; t < visible; ++t) s[t] *= inv;
+    std::fill(s + visible, s + tokens, 0.0f);
+  }
+  std::fill(out, out + rows * d, 0.0f);
+  if (path == AttendPath::Fused) {
+    std::vector<float> w;
+    if (vs.encoded) {
+      w.resize(rows * vs.encoded);
+      for (size_t r = 0; r < rows; ++r) std::copy_n(scores.data() + r * tokens, vs.encoded, w.data() + r * vs.encoded);
+      codecs.value->accumulate(w.data(), rows, vs.codes.data(), vs.encoded, out);
+    }
+    if (vs.tail_tokens) {
+      w.resize(rows * vs.tail_tokens);
+      for (size_t r = 0; r < rows; ++r)
+        std::copy_n(scores.data() + r * tokens + vs.encoded, vs.tail_tokens, w.data() + r * vs.tail_tokens);
+      fp16.accumulate(w.data(), rows, vs.tail.data(), vs.tail_tokens, out);
+    }
+  } else {
+    vdec.resize(tokens * d);
+    decode_stream(vs, *codecs.value, vdec.data());
+    for (size_t r = 0; r < rows; ++r)
+      for (size_t t = 0; t < tokens; ++t) {
+        const float p = scores[r * tokens + t];
+        for (size_t c = 0; c < d; ++c) out[r * d + c] += p * vdec[t * d + c];
+      }
+  }
+}
+
+KVCache::KVCache(std::string_view spec, const LayerShape& shape) : KVCache(parse_spec(spec), shape) {}
+
+KVCache::KVCache(Spec spec, const LayerShape& shape) {
+  if (spec.method == nullptr) throw SpecError("KVCache needs a parsed spec");
+  if (shape.kv_heads == 0 || shape.head_dim == 0) {
+    throw ShapeError("layer shape kv_heads=" + std::to_string(shape.kv_heads) + " head_dim=" +
+                     std::to_string(shape.head_dim) + "; expected both >= 1");
+  }
+  impl_ = std::make_unique<Impl>(std::move(spec), shape);
+  if (impl_->codecs.key->dim() != shape.head_dim || impl_->codecs.value->dim() != shape.head_dim) {
+    throw Error(impl_->spec.to_string() + ": codec dimension differs from head_dim " +
+                std::to_string(shape.head_dim));
+  }
+}
+
+KVCache::~KVCache() = default;
+KVCache::KVCache(KVCache&&) noexcept = default;
+KVCache& KVCache::operator=(KVCache&&) noexcept = default;
+
+void KVCache::append(const TensorView& k, const TensorView& v) {
+  Impl& m = *impl_;
+  const size_t h = m.shape.kv_heads, d = m.shape.head_dim;
+  check_kv(k, "keys", h, d);
+  check_kv(v, "values", h, d);
+  if (k.dim(0) != v.dim(0)) {
+    throw ShapeError("keys have " + std::to_string(k.dim(0)) + " tokens but values have " +
+                     std::to_string(v.dim(0)) + "; expected the same count");
+  }
+  const std::vector<float> kf = to_f32_checked(k, "keys");
+  const std::vector<float> vf = to_f32_checked(v, "values");
+  const size_t n = k.dim(0);
+#pragma omp parallel for schedule(static)
+  for (size_t head = 0; head < h; ++head) {
+    m.push(m.keys[head], *m.codecs.key, kf.data() + head * d, n, h * d);
+    m.push(m.values[head], *m.codecs.value, vf.data() + head * d, n, h * d);
+  }
+  m.tokens += n;
+}
+
+void KVCache::attend(const TensorView& q, float* out, AttendPath path) const {
+  const Impl& m = *impl_;
+  const size_t h = m.shape.kv_heads, d = m.shape.head_dim;
+  if (q.rank != 3 || q.dim(2) != d || q.dim(1) == 0 || q.dim(1) % h != 0) {
+    throw ShapeError("queries have shape " + q.shape_string() + "; expected [n, q_heads, " +
+                     std::to_string(d) + "] with q_heads a multiple of kv_heads " + std::to_string(h));
+  }
+  const size_t nq = q.dim(0), qh = q.dim(1), group = qh / h;
+  if (nq == 0 || nq > m.tokens) {
+    throw ShapeError("attend got " + std::to_string(nq) + " query tokens with " +
+                     std::to_string(m.tokens) + " cached; expected 1.." + std::to_string(m.tokens));
+  }
+  const std::vector<float> qf = to_f32_checked(q, "queries");
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  // Bound the score matrix of one head to about 16M floats by processing query tokens in chunks.
+  const size_t chunk = std::max<size_t>(1, (size_t{1} << 24) / (group * m.tokens));
+#pragma omp parallel for schedule(dynamic) collapse(2)
+  for (size_t head = 0; head < h; ++head) {
+    for (size_t i0 = 0; i0 < nq; i0 += chunk) {
+      const size_t ni = std::min(chunk, nq - i0), rows = ni * group;
+      std::vector<float> qs(rows * d), o(rows * d);
+      for (size_t i = 0; i < ni; ++i)
+        for (size_t g = 0; g < group; ++g)
+          for (size_t c = 0; c < d; ++c)
+            qs[(i * group + g) * d + c] = qf[((i0 + i) * qh + head * group + g) * d + c] * scale;
+      m.attend_head(head, qs.data(), rows, group, i0, nq, path, o.data());
+      for (size_t i = 0; i < ni; ++i)
+        for (size_t g = 0; g < group; ++g)
+          std::copy_n(o.data() + (i * group + g) * d, d, out + ((i0 + i) * qh + head * group + g) * d);
+    }
+  }
+}
+
+size_t KVCache::tokens() const { return impl_->tokens; }
+size_t KVCache::kv_heads() const { return impl_->shape.kv_heads; }
+size_t KVCache::head_dim() const { return impl_->shape.head_dim; }
+size_t KVCache::key_bytes() const { return impl_->stream_bytes(impl_->keys, *impl_->codecs.key); }
+size_t KVCache::value_bytes() const {
+  return impl_->stream_bytes(impl_->values, *impl_->codecs.value);
+}
+size_t KVCache::fp16_bytes() const { return 2 * 2 * impl_->tokens * kv_heads() * head_dim(); }
+std::vector<float> KVCache::decode_keys() const { return impl_->decode_all(impl_->keys, *impl_->codecs.key); }
+std::vector<float> KVCache::decode_values() const {
+  return impl_->decode_all(impl_->values, *impl_->codecs.value);
+}
+const Spec& KVCache::spec() const { return impl_->spec; }
+
+}  // namespace veloxquant

@@ -1,0 +1,44 @@
+#include "codecs/fp16/fp16_codec.h"
+
+#include "codecs/fp16/method.h"
+#include "core/simd.h"
+
+namespace veloxquant {
+namespace {
+const uint16_t* halves(const uint8_t* p) { return reinterpret_cast<const uint16_t*>(p); }
+}  // namespace
+
+void Fp16Codec::encode(const float* x, size_t n, uint8_t* codes) const {
+  simd::f32_to_f16(x, reinterpret_cast<uint16_t*>(codes), n * dim_);
+}
+
+void Fp16Codec::decode(const uint8_t* codes, size_t n, float* x) const {
+  simd::f16_to_f32(halves(codes), x, n * dim_);
+}
+
+void Fp16Codec::score(const float* q, size_t nq, const uint8_t* codes, size_t n,
+                      float* scores) const {
+  simd::dot_f16_rows(q, nq, halves(codes), n, dim_, scores);
+}
+
+void Fp16Codec::accumulate(const float* w, size_t nq, const uint8_t* codes, size_t n,
+                           float* out) const {
+  simd::accumulate_f16_rows(w, nq, halves(codes), n, dim_, out);
+}
+
+MethodInfo fp16_method() {
+  MethodInfo m;
+  m.name = "fp16";
+  m.family = "baseline";
+  m.paper = "none (uncompressed reference)";
+  m.summary = "keys and values stored exactly in IEEE half precision";
+  m.make = [](const Params&, const LayerShape& s) {
+    LayerCodecs c;
+    c.key = std::make_unique<Fp16Codec>(s.head_dim);
+    c.value = std::make_unique<Fp16Codec>(s.head_dim);
+    return c;
+  };
+  return m;
+}
+
+}  // namespace veloxquant

@@ -1,0 +1,49 @@
+#include "core/bitpack.h"
+
+#include <cstring>
+
+namespace veloxquant {
+
+void pack_bits(const uint8_t* codes, size_t n, unsigned bits, uint8_t* out) {
+  const size_t nbytes = packed_bytes(n, bits);
+  if (bits == 8) {
+    std::memcpy(out, codes, n);
+    return;
+  }
+  std::memset(out, 0, nbytes);
+  uint32_t acc = 0;
+  unsigned filled = 0;
+  size_t o = 0;
+  for (size_t i = 0; i < n; ++i) {
+    acc |= static_cast<uint32_t>(codes[i]) << filled;
+    filled += bits;
+    while (filled >= 8) {
+      out[o++] = static_cast<uint8_t>(acc);
+      acc >>= 8;
+      filled -= 8;
+    }
+  }
+  if (filled) out[o] = static_cast<uint8_t>(acc);
+}
+
+void unpack_bits(const uint8_t* packed, size_t n, unsigned bits, uint8_t* codes) {
+  if (bits == 8) {
+    std::memcpy(codes, packed, n);
+    return;
+  }
+  const uint32_t mask = (1u << bits) - 1u;
+  uint32_t acc = 0;
+  unsigned avail = 0;
+  size_t in = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (avail < bits) {
+      acc |= static_cast<uint32_t>(packed[in++]) << avail;
+      avail += 8;
+    }
+    codes[i] = static_cast<uint8_t>(acc & mask);
+    acc >>= bits;
+    avail -= bits;
+  }
+}
+
+}  // namespace veloxquant

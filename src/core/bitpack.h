@@ -1,0 +1,16 @@
+// Sub-byte bit packing: n codes of b bits (1..8) stored as one little-endian bit stream, code i
+// at bits [i*b, (i+1)*b). ceil(n*b/8) bytes, no padding between codes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace veloxquant {
+
+constexpr size_t packed_bytes(size_t n, unsigned bits) { return (n * bits + 7) / 8; }
+
+// REQUIRES: 1 <= bits <= 8, every code < 2^bits. Writes exactly packed_bytes(n, bits) bytes.
+void pack_bits(const uint8_t* codes, size_t n, unsigned bits, uint8_t* out);
+void unpack_bits(const uint8_t* packed, size_t n, unsigned bits, uint8_t* codes);
+
+}  // namespace veloxquant

@@ -1,0 +1,15 @@
+// Subcommands of the veloxquant CLI. Each registers its options on the app and returns the
+// function that runs it.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace veloxquant::cli {
+
+using Command = std::function<void()>;
+
+Command add_methods_command(CLI::App& app);
+Command add_bench_command(CLI::App& app);
+
+}  // namespace veloxquant::cli

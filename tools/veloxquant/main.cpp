@@ -1,0 +1,39 @@
+// veloxquant: KV-cache compression methods, benchmarks and (later) a model runtime.
+// Errors print one line on stderr and exit with code 2.
+#include <cstdio>
+#include <exception>
+#include <map>
+
+#include "commands.h"
+#include "veloxquant/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"VeloxQuant: KV-cache compression for long-context LLM inference"};
+  app.require_subcommand(1);
+  std::map<CLI::App*, veloxquant::cli::Command> commands;
+  auto add = [&](auto factory) {
+    const size_t before = app.get_subcommands({}).size();
+    auto run = factory(app);
+    commands[app.get_subcommands({})[before]] = run;
+  };
+  add(veloxquant::cli::add_methods_command);
+  add(veloxquant::cli::add_bench_command);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "veloxquant: %s\n", e.what());
+    return 2;
+  }
+  try {
+    for (auto& [sub, run] : commands)
+      if (sub->parsed()) run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "veloxquant: error: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}
