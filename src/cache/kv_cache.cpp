@@ -3,6 +3,8 @@
 #include <limits>
 
 #include "codecs/fp16/fp16_codec.h"
+#include "core/parallel.h"
+#include "core/simd.h"
 #include "veloxquant/cache.h"
 #include "veloxquant/error.h"
 
@@ -23,6 +25,16 @@ void check_kv(const TensorView& t, const char* what, size_t heads, size_t dim) {
                      std::to_string(heads) + ", " + std::to_string(dim) + "]");
   }
   if (t.dim(0) == 0) throw ShapeError(std::string(what) + " is empty (0 tokens); expected at least 1");
+}
+
+// Recent tokens are stored in fp16, so a value it cannot hold would silently become infinity.
+void check_fp16_range(const std::vector<float>& x, const char* what) {
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::fabs(x[i]) > 65504.0f) {
+      throw ShapeError(std::string(what) + " value " + std::to_string(x[i]) + " at flat index " +
+                       std::to_string(i) + " is outside the fp16 range; expected |x| <= 65504");
+    }
+  }
 }
 
 }  // namespace
@@ -125,12 +137,7 @@ void KVCache::Impl::attend_head(size_t head, const float* q, size_t rows, size_t
   for (size_t r = 0; r < rows; ++r) {
     const size_t visible = tokens - nq + first_token + r / group + 1;
     float* s = scores.data() + r * tokens;
-    float mx = -std::numeric_limits<float>::infinity();
-    for (size_t t = 0; t < visible; ++t) mx = std::max(mx, s[t]);
-    float sum = 0;
-    for (size_t t = 0; t < visible; ++t) sum += (s[t] = std::exp(s[t] - mx));
-    const float inv = 1.0f / sum;
-    for (size_t t = 0; t < visible; ++t) s[t] *= inv;
+    simd::softmax(s, visible);
     std::fill(s + visible, s + tokens, 0.0f);
   }
   std::fill(out, out + rows * d, 0.0f);
@@ -188,12 +195,13 @@ void KVCache::append(const TensorView& k, const TensorView& v) {
   }
   const std::vector<float> kf = to_f32_checked(k, "keys");
   const std::vector<float> vf = to_f32_checked(v, "values");
+  check_fp16_range(kf, "keys");
+  check_fp16_range(vf, "values");
   const size_t n = k.dim(0);
-#pragma omp parallel for schedule(static)
-  for (size_t head = 0; head < h; ++head) {
+  parallel_for(h, [&](size_t head) {
     m.push(m.keys[head], *m.codecs.key, kf.data() + head * d, n, h * d);
     m.push(m.values[head], *m.codecs.value, vf.data() + head * d, n, h * d);
-  }
+  });
   m.tokens += n;
 }
 
@@ -213,21 +221,20 @@ void KVCache::attend(const TensorView& q, float* out, AttendPath path) const {
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   // Bound the score matrix of one head to about 16M floats by processing query tokens in chunks.
   const size_t chunk = std::max<size_t>(1, (size_t{1} << 24) / (group * m.tokens));
-#pragma omp parallel for schedule(dynamic) collapse(2)
-  for (size_t head = 0; head < h; ++head) {
-    for (size_t i0 = 0; i0 < nq; i0 += chunk) {
-      const size_t ni = std::min(chunk, nq - i0), rows = ni * group;
-      std::vector<float> qs(rows * d), o(rows * d);
-      for (size_t i = 0; i < ni; ++i)
-        for (size_t g = 0; g < group; ++g)
-          for (size_t c = 0; c < d; ++c)
-            qs[(i * group + g) * d + c] = qf[((i0 + i) * qh + head * group + g) * d + c] * scale;
-      m.attend_head(head, qs.data(), rows, group, i0, nq, path, o.data());
-      for (size_t i = 0; i < ni; ++i)
-        for (size_t g = 0; g < group; ++g)
-          std::copy_n(o.data() + (i * group + g) * d, d, out + ((i0 + i) * qh + head * group + g) * d);
-    }
-  }
+  const size_t chunks = (nq + chunk - 1) / chunk;
+  parallel_for(h * chunks, [&](size_t job) {
+    const size_t head = job / chunks, i0 = job % chunks * chunk;
+    const size_t ni = std::min(chunk, nq - i0), rows = ni * group;
+    std::vector<float> qs(rows * d), o(rows * d);
+    for (size_t i = 0; i < ni; ++i)
+      for (size_t g = 0; g < group; ++g)
+        for (size_t c = 0; c < d; ++c)
+          qs[(i * group + g) * d + c] = qf[((i0 + i) * qh + head * group + g) * d + c] * scale;
+    m.attend_head(head, qs.data(), rows, group, i0, nq, path, o.data());
+    for (size_t i = 0; i < ni; ++i)
+      for (size_t g = 0; g < group; ++g)
+        std::copy_n(o.data() + (i * group + g) * d, d, out + ((i0 + i) * qh + head * group + g) * d);
+  });
 }
 
 size_t KVCache::tokens() const { return impl_->tokens; }

@@ -1,6 +1,10 @@
 #include "core/simd.h"
 
 #include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
+
+#include <algorithm>
+#include <cmath>
 
 #include "veloxquant/tensor.h"
 
@@ -94,6 +98,41 @@ float dot(const float* a, const float* b, size_t n) {
   return s;
 }
 
+float max_abs(const float* x, size_t n) {
+  const DF df;
+  const size_t L = hn::Lanes(df);
+  auto m = hn::Zero(df);
+  size_t i = 0;
+  for (; i + L <= n; i += L) m = hn::Max(m, hn::Abs(hn::LoadU(df, x + i)));
+  float r = hn::GetLane(hn::MaxOfLanes(df, m));
+  for (; i < n; ++i) r = std::max(r, std::fabs(x[i]));
+  return r;
+}
+
+void softmax(float* x, size_t n) {
+  if (n == 0) return;
+  const DF df;
+  const size_t L = hn::Lanes(df);
+  auto m = hn::Set(df, x[0]);
+  size_t i = 0;
+  for (; i + L <= n; i += L) m = hn::Max(m, hn::LoadU(df, x + i));
+  float mx = hn::GetLane(hn::MaxOfLanes(df, m));
+  for (; i < n; ++i) mx = std::max(mx, x[i]);
+  const auto vmx = hn::Set(df, mx);
+  auto sum = hn::Zero(df);
+  for (i = 0; i + L <= n; i += L) {
+    const auto e = hn::Exp(df, hn::Sub(hn::LoadU(df, x + i), vmx));
+    hn::StoreU(e, df, x + i);
+    sum = hn::Add(sum, e);
+  }
+  float total = reduce(df, sum);
+  for (; i < n; ++i) total += (x[i] = std::exp(x[i] - mx));
+  const float inv = 1.0f / total;
+  const auto vinv = hn::Set(df, inv);
+  for (i = 0; i + L <= n; i += L) hn::StoreU(hn::Mul(hn::LoadU(df, x + i), vinv), df, x + i);
+  for (; i < n; ++i) x[i] *= inv;
+}
+
 void axpy(float a, const float* x, float* y, size_t n) {
   const DF df;
   const size_t L = hn::Lanes(df);
@@ -128,8 +167,15 @@ void f16_to_f32(const uint16_t* in, float* out, size_t n) {
 }
 
 void f32_to_f16(const float* in, uint16_t* out, size_t n) {
-  // The scalar conversion is exact round-to-nearest-even; encode is not the hot path for fp16.
-  for (size_t i = 0; i < n; ++i) out[i] = veloxquant::f32_to_f16(in[i]);
+  // Hardware conversion rounds to nearest even, like the scalar one (tested to agree bit for bit).
+  const DF df;
+  const DH dh;
+  const size_t L = hn::Lanes(df);
+  size_t i = 0;
+  for (; i + L <= n; i += L) {
+    hn::StoreU(hn::DemoteTo(dh, hn::LoadU(df, in + i)), dh, reinterpret_cast<hwy::float16_t*>(out + i));
+  }
+  for (; i < n; ++i) out[i] = veloxquant::f32_to_f16(in[i]);
 }
 
 }  // namespace veloxquant::simd

@@ -8,6 +8,10 @@
 namespace veloxquant::simd {
 
 float dot(const float* a, const float* b, size_t n);
+// max_i |x_i| (0 for n == 0)
+float max_abs(const float* x, size_t n);
+// In place: x[0..n) becomes softmax(x[0..n)) (max subtracted first, so large scores are safe).
+void softmax(float* x, size_t n);
 // y += a * x
 void axpy(float a, const float* x, float* y, size_t n);
 

@@ -73,7 +73,7 @@ SyntheticKV make_synthetic_kv(size_t tokens, size_t kv_heads, size_t head_dim, s
         const size_t target = 1 + static_cast<size_t>(rng.next_u64() % (tokens > 1 ? tokens - 1 : 1));
         const float* kt = &w.keys[((target < tokens ? target : 0) * kv_heads + h) * d];
         for (size_t c = 0; c < d; ++c) {
-          q[c] = static_cast<float>(1.5 * qdir[c] + 0.1 * (kt[c] - mean[c]) + 0.5 * rng.normal());
+          q[c] = static_cast<float>(1.5 * qdir[c] + 0.2 * (kt[c] - mean[c]) + 0.3 * rng.normal());
         }
       }
     }

@@ -59,6 +59,26 @@ TEST(Tensor, BulkConversionMatchesScalar) {
   }
 }
 
+TEST(Tensor, BulkHalfEncodingMatchesScalarBitForBit) {
+  // Ties at every binade, subnormals, values near the overflow threshold, and random bit patterns.
+  std::vector<float> x;
+  for (int e = -26; e <= 16; ++e) {
+    const float base = std::ldexp(1.0f, e);
+    for (int m = 0; m < 8; ++m) x.push_back(base * (1.0f + static_cast<float>(m) / 2048.0f + 1.0f / 4096.0f));
+    x.push_back(-base);
+  }
+  for (float v : {65504.0f, 65519.0f, 65520.0f, 70000.0f, 0.0f, -0.0f}) x.push_back(v);
+  uint32_t bits = 12345;
+  for (int i = 0; i < 20000; ++i) {
+    bits = bits * 1664525u + 1013904223u;
+    const float f = std::bit_cast<float>(bits);
+    if (std::isfinite(f)) x.push_back(f);
+  }
+  std::vector<uint16_t> h(x.size());
+  f32_to_f16(x.data(), h.data(), x.size());
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(h[i], f32_to_f16(x[i])) << x[i];
+}
+
 TEST(Tensor, CheckedConversionRejectsNonFinite) {
   const float data[4] = {1, 2, std::numeric_limits<float>::quiet_NaN(), 4};
   EXPECT_THROW(to_f32_checked(TensorView::f32(data, {2, 2}), "keys"), ShapeError);

@@ -1,0 +1,27 @@
+// parallel_for over OpenMP that carries an exception out of the parallel region (an exception
+// escaping an OpenMP region terminates the program) and rethrows the first one on the caller.
+#pragma once
+
+#include <cstddef>
+#include <exception>
+#include <mutex>
+
+namespace veloxquant {
+
+template <typename Fn>
+void parallel_for(size_t n, Fn&& fn) {
+  std::exception_ptr error;
+  std::mutex m;
+#pragma omp parallel for schedule(dynamic)
+  for (size_t i = 0; i < n; ++i) {
+    try {
+      fn(i);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(m);
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace veloxquant
