@@ -1,6 +1,7 @@
 // The one list of compression methods. Adding a method: its own folder under src/codecs/, one
 // line here, and its tests; the CLI, the conformance suite and the benchmarks find it here.
 #include "codecs/fp16/method.h"
+#include "codecs/kivi/method.h"
 #include "veloxquant/error.h"
 #include "veloxquant/method.h"
 
@@ -9,6 +10,7 @@ namespace veloxquant {
 const std::vector<MethodInfo>& registered_methods() {
   static const std::vector<MethodInfo> all = {
       fp16_method(),
+      kivi_method(),
   };
   return all;
 }

@@ -1,0 +1,49 @@
+// The asymmetric min/max grid KIVI quantizes on, with scale and minimum stored in fp16.
+// The stored minimum is rounded down and the stored step rounded up, so the stored grid always
+// covers [min, max] and every element's error is at most half of the stored step.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "veloxquant/tensor.h"
+
+namespace veloxquant::kivi {
+
+struct AffineGrid {
+  uint16_t scale_f16 = 0, min_f16 = 0;  // what is stored
+  float scale = 0, min = 0;             // their exact f32 values
+  unsigned levels = 0;                  // 2^bits - 1
+
+  static AffineGrid fit(float lo, float hi, unsigned bits) {
+    AffineGrid g;
+    g.levels = (1u << bits) - 1u;
+    g.min_f16 = f32_to_f16(lo);
+    g.min = f16_to_f32(g.min_f16);
+    if (g.min > lo) g.min_f16 = next_down(g.min_f16), g.min = f16_to_f32(g.min_f16);
+    const float step = (hi - g.min) / static_cast<float>(g.levels);
+    g.scale_f16 = f32_to_f16(step);
+    g.scale = f16_to_f32(g.scale_f16);
+    // Round the step up until the top of the grid reaches hi (f16 rounding may have cut it).
+    while (g.min + g.scale * static_cast<float>(g.levels) < hi) {
+      g.scale_f16 = static_cast<uint16_t>(g.scale_f16 + 1);
+      g.scale = f16_to_f32(g.scale_f16);
+    }
+    return g;
+  }
+
+  uint8_t quantize(float x) const {
+    if (scale == 0) return 0;
+    const float c = std::nearbyint((x - min) / scale);
+    return static_cast<uint8_t>(c < 0 ? 0 : (c > static_cast<float>(levels) ? levels : c));
+  }
+
+ private:
+  // The next f16 toward -infinity (finite inputs only).
+  static uint16_t next_down(uint16_t h) {
+    if (h == 0x0000) return 0x8001;
+    return (h & 0x8000) ? static_cast<uint16_t>(h + 1) : static_cast<uint16_t>(h - 1);
+  }
+};
+
+}  // namespace veloxquant::kivi

@@ -1,0 +1,60 @@
+#include "codecs/kivi/kivi_key_codec.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "codecs/kivi/affine_grid.h"
+#include "codecs/kivi/lane_tiles.h"
+
+namespace veloxquant::kivi {
+namespace {
+const uint16_t* halves(const uint8_t* p) { return reinterpret_cast<const uint16_t*>(p); }
+}  // namespace
+
+KiviKeyCodec::KiviKeyCodec(size_t dim, unsigned bits, size_t group)
+    : dim_(dim), group_(group), block_bytes_(4 * dim + group * dim * bits / 8), bits_(bits) {}
+
+void KiviKeyCodec::encode(const float* x, size_t n, uint8_t* codes) const {
+  const size_t d = dim_, tile_bytes = kLanes * d * bits_ / 8;
+  std::vector<uint8_t> q(group_ * d);
+  std::vector<AffineGrid> grids(d);
+  for (size_t b = 0; b < n / group_; ++b) {
+    const float* xb = x + b * group_ * d;
+    uint8_t* out = codes + b * block_bytes_;
+    auto* scale = reinterpret_cast<uint16_t*>(out);
+    auto* mins = scale + d;
+    for (size_t c = 0; c < d; ++c) {
+      float lo = xb[c], hi = xb[c];
+      for (size_t t = 1; t < group_; ++t) lo = std::min(lo, xb[t * d + c]), hi = std::max(hi, xb[t * d + c]);
+      grids[c] = AffineGrid::fit(lo, hi, bits_);
+      scale[c] = grids[c].scale_f16;
+      mins[c] = grids[c].min_f16;
+    }
+    for (size_t t = 0; t < group_; ++t)
+      for (size_t c = 0; c < d; ++c) q[t * d + c] = grids[c].quantize(xb[t * d + c]);
+    for (size_t tile = 0; tile < group_ / kLanes; ++tile)
+      pack_key_tile(q.data() + tile * kLanes * d, d, bits_, out + 4 * d + tile * tile_bytes);
+  }
+}
+
+void KiviKeyCodec::decode(const uint8_t* codes, size_t n, float* x) const {
+  const size_t d = dim_, tile_bytes = kLanes * d * bits_ / 8;
+  std::vector<uint8_t> q(kLanes * d);
+  std::vector<float> scale(d), mins(d);
+  for (size_t b = 0; b < n / group_; ++b) {
+    const uint8_t* in = codes + b * block_bytes_;
+    for (size_t c = 0; c < d; ++c) {
+      scale[c] = f16_to_f32(halves(in)[c]);
+      mins[c] = f16_to_f32(halves(in)[d + c]);
+    }
+    for (size_t tile = 0; tile < group_ / kLanes; ++tile) {
+      unpack_key_tile(in + 4 * d + tile * tile_bytes, d, bits_, q.data());
+      float* xt = x + (b * group_ + tile * kLanes) * d;
+      for (size_t t = 0; t < kLanes; ++t)
+        for (size_t c = 0; c < d; ++c) xt[t * d + c] = mins[c] + scale[c] * static_cast<float>(q[t * d + c]);
+    }
+  }
+}
+
+}  // namespace veloxquant::kivi

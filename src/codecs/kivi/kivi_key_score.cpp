@@ -1,0 +1,18 @@
+// KiviKeyCodec::score: attention scores straight from 2/4/8-bit codes, block by block, up to four
+// queries (one grouped-query-attention group) per pass over the codes.
+#include <algorithm>
+
+#include "codecs/kivi/key_block_scores.h"
+#include "codecs/kivi/kivi_key_codec.h"
+
+namespace veloxquant::kivi {
+
+void KiviKeyCodec::score(const float* q, size_t nq, const uint8_t* codes, size_t n,
+                         float* scores) const {
+  for (size_t b = 0; b < n / group_; ++b)
+    for (size_t j0 = 0; j0 < nq; j0 += 4)
+      score_key_block(codes + b * block_bytes_, dim_, bits_, group_, q + j0 * dim_,
+                      std::min<size_t>(4, nq - j0), scores + j0 * n + b * group_, n);
+}
+
+}  // namespace veloxquant::kivi

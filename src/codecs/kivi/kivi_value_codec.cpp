@@ -1,0 +1,53 @@
+#include "codecs/kivi/kivi_value_codec.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "codecs/kivi/affine_grid.h"
+#include "codecs/kivi/lane_tiles.h"
+
+namespace veloxquant::kivi {
+KiviValueCodec::KiviValueCodec(size_t dim, unsigned bits, size_t group)
+    : dim_(dim), group_(std::min(group, dim)), groups_(dim / std::min(group, dim)),
+      quad_bytes_(4 * dim * bits / 8), block_bytes_(quad_bytes_ + 4 * groups_ * 4), bits_(bits) {}
+
+void KiviValueCodec::encode(const float* x, size_t n, uint8_t* codes) const {
+  const size_t d = dim_;
+  std::vector<uint8_t> q(4 * d);
+  for (size_t b = 0; b < n / 4; ++b) {
+    uint8_t* out = codes + b * block_bytes_;
+    auto* scale = reinterpret_cast<uint16_t*>(out + quad_bytes_);
+    auto* mins = scale + 4 * groups_;
+    for (size_t i = 0; i < 4; ++i) {
+      const float* xt = x + (b * 4 + i) * d;
+      for (size_t g = 0; g < groups_; ++g) {
+        const float* xg = xt + g * group_;
+        const auto [lo, hi] = std::minmax_element(xg, xg + group_);
+        const AffineGrid grid = AffineGrid::fit(*lo, *hi, bits_);
+        scale[g * 4 + i] = grid.scale_f16;
+        mins[g * 4 + i] = grid.min_f16;
+        for (size_t c = 0; c < group_; ++c) q[i * d + g * group_ + c] = grid.quantize(xg[c]);
+      }
+    }
+    pack_value_quad(q.data(), d, bits_, out);
+  }
+}
+
+void KiviValueCodec::decode(const uint8_t* codes, size_t n, float* x) const {
+  const size_t d = dim_;
+  std::vector<uint8_t> q(4 * d);
+  for (size_t b = 0; b < n / 4; ++b) {
+    const uint8_t* in = codes + b * block_bytes_;
+    const auto* scale = reinterpret_cast<const uint16_t*>(in + quad_bytes_);
+    const auto* mins = scale + 4 * groups_;
+    unpack_value_quad(in, d, bits_, q.data());
+    for (size_t i = 0; i < 4; ++i)
+      for (size_t c = 0; c < d; ++c) {
+        const size_t g = c / group_;
+        x[(b * 4 + i) * d + c] = f16_to_f32(mins[g * 4 + i]) + f16_to_f32(scale[g * 4 + i]) * static_cast<float>(q[i * d + c]);
+      }
+  }
+}
+
+}  // namespace veloxquant::kivi

@@ -1,0 +1,209 @@
+// The conformance suite: every registered method, default parameters, the same checks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "eval/synthetic_kv.h"
+#include "veloxquant/cache.h"
+#include "veloxquant/error.h"
+
+namespace veloxquant {
+namespace {
+
+constexpr size_t kHeads = 2, kDim = 128, kGroup = 4;
+
+class Conformance : public ::testing::TestWithParam<std::string> {
+ protected:
+  const MethodInfo& method() const { return find_method(GetParam()); }
+
+  static KVCache filled(const std::string& spec, const SyntheticKV& w, size_t chunk, uint64_t seed) {
+    KVCache cache(spec, LayerShape{w.kv_heads, w.head_dim, 0, seed});
+    const size_t row = w.kv_heads * w.head_dim;
+    for (size_t t = 0; t < w.tokens; t += chunk) {
+      const size_t n = std::min(chunk, w.tokens - t);
+      cache.append(TensorView::f32(w.keys.data() + t * row, {n, w.kv_heads, w.head_dim}),
+                   TensorView::f32(w.values.data() + t * row, {n, w.kv_heads, w.head_dim}));
+    }
+    return cache;
+  }
+};
+
+double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (a[i] - b[i]) * static_cast<double>(a[i] - b[i]);
+    den += b[i] * static_cast<double>(b[i]);
+  }
+  return std::sqrt(num / den);
+}
+
+TEST_P(Conformance, DeclaresParametersAndPaper) {
+  const MethodInfo& m = method();
+  EXPECT_FALSE(m.family.empty());
+  EXPECT_FALSE(m.paper.empty());
+  EXPECT_FALSE(m.summary.empty());
+  for (const auto& p : m.params) {
+    EXPECT_FALSE(p.help.empty()) << p.name;
+    if (p.type == veloxquant::ParamType::Int || p.type == veloxquant::ParamType::Float) {
+      EXPECT_LE(p.min, p.default_value) << p.name;
+      EXPECT_LE(p.default_value, p.max) << p.name;
+    }
+  }
+}
+
+TEST_P(Conformance, SpecRoundTrips) {
+  const Spec s = parse_spec(GetParam());
+  EXPECT_EQ(parse_spec(s.to_string()), s);
+  EXPECT_EQ(parse_spec(s.to_string()).to_string(), s.to_string());
+}
+
+TEST_P(Conformance, RejectsOutOfRangeAndUnknownParameters) {
+  const MethodInfo& m = method();
+  EXPECT_THROW(parse_spec(m.name + ":no_such_parameter=1"), SpecError);
+  for (const auto& p : m.params) {
+    if (p.type != veloxquant::ParamType::Int && p.type != veloxquant::ParamType::Float) continue;
+    const std::string too_big = m.name + ":" + p.name + "=" + std::to_string(static_cast<long long>(p.max) + 1);
+    try {
+      parse_spec(too_big);
+      ADD_FAILURE() << too_big << " was accepted";
+    } catch (const SpecError& e) {
+      EXPECT_NE(std::string(e.what()).find(p.name), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST_P(Conformance, AcceptsEveryDtypeAndKeepsShapes) {
+  const SyntheticKV w = make_synthetic_kv(37, kHeads, kDim, kGroup, 3, 1);
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+    std::vector<uint16_t> k16(w.keys.size()), v16(w.values.size());
+    for (size_t i = 0; i < k16.size(); ++i) {
+      k16[i] = t == DType::BF16 ? f32_to_bf16(w.keys[i]) : f32_to_f16(w.keys[i]);
+      v16[i] = t == DType::BF16 ? f32_to_bf16(w.values[i]) : f32_to_f16(w.values[i]);
+    }
+    const void* kp = t == DType::F32 ? static_cast<const void*>(w.keys.data()) : k16.data();
+    const void* vp = t == DType::F32 ? static_cast<const void*>(w.values.data()) : v16.data();
+    KVCache cache(GetParam(), LayerShape{kHeads, kDim, 0, 7});
+    cache.append(TensorView::of(kp, t, {w.tokens, kHeads, kDim}), TensorView::of(vp, t, {w.tokens, kHeads, kDim}));
+    EXPECT_EQ(cache.tokens(), w.tokens);
+    EXPECT_EQ(cache.decode_keys().size(), w.tokens * kHeads * kDim);
+    EXPECT_EQ(cache.decode_values().size(), w.tokens * kHeads * kDim);
+    std::vector<float> out(3 * w.q_heads * kDim);
+    cache.attend(TensorView::f32(w.queries.data(), {3, w.q_heads, kDim}), out.data());
+    for (float x : out) ASSERT_TRUE(std::isfinite(x)) << dtype_name(t);
+  }
+}
+
+// bytes() must equal codes + fp16 residual + shared state, whatever the append chunking.
+TEST_P(Conformance, CountsBytesExactly) {
+  const Spec spec = parse_spec(GetParam());
+  const LayerShape shape{kHeads, kDim, 0, 5};
+  const LayerCodecs c = spec.method->make(spec.params, shape);
+  for (size_t tokens : {1, 15, 64, 300, 1000}) {
+    for (size_t chunk : {1, 7, 256}) {
+      if (tokens > 300 && chunk == 1) continue;
+      const SyntheticKV w = make_synthetic_kv(tokens, kHeads, kDim, kGroup, 1, tokens);
+      const KVCache cache = filled(GetParam(), w, chunk, 5);
+      auto expected = [&](const Codec& codec) {
+        const size_t b = codec.block_tokens();
+        const size_t enc = tokens >= c.residual ? (tokens - c.residual) / b * b : 0;
+        return kHeads * (codec.code_bytes(enc) + (tokens - enc) * kDim * 2) + codec.state_bytes();
+      };
+      EXPECT_EQ(cache.key_bytes(), expected(*c.key)) << tokens << " tokens, chunk " << chunk;
+      EXPECT_EQ(cache.value_bytes(), expected(*c.value)) << tokens << " tokens, chunk " << chunk;
+      EXPECT_EQ(cache.fp16_bytes(), 4 * tokens * kHeads * kDim);
+    }
+  }
+}
+
+TEST_P(Conformance, CodeBytesAreAdditive) {
+  const Spec spec = parse_spec(GetParam());
+  const LayerCodecs c = spec.method->make(spec.params, LayerShape{kHeads, kDim, 0, 0});
+  for (const Codec* codec : {c.key.get(), c.value.get()}) {
+    const size_t b = codec->block_tokens();
+    EXPECT_EQ(codec->code_bytes(0), 0u);
+    EXPECT_EQ(codec->code_bytes(5 * b), codec->code_bytes(2 * b) + codec->code_bytes(3 * b));
+    EXPECT_GT(codec->code_bytes(b), 0u);
+  }
+}
+
+TEST_P(Conformance, SameSeedSameBytes) {
+  const SyntheticKV w = make_synthetic_kv(300, kHeads, kDim, kGroup, 4, 9);
+  const KVCache a = filled(GetParam(), w, 64, 11), b = filled(GetParam(), w, 64, 11);
+  const auto ka = a.decode_keys(), kb = b.decode_keys(), va = a.decode_values(), vb = b.decode_values();
+  ASSERT_EQ(0, std::memcmp(ka.data(), kb.data(), ka.size() * sizeof(float)));
+  ASSERT_EQ(0, std::memcmp(va.data(), vb.data(), va.size() * sizeof(float)));
+  std::vector<float> oa(4 * w.q_heads * kDim), ob(oa.size());
+  a.attend(TensorView::f32(w.queries.data(), {4, w.q_heads, kDim}), oa.data());
+  b.attend(TensorView::f32(w.queries.data(), {4, w.q_heads, kDim}), ob.data());
+  ASSERT_EQ(0, std::memcmp(oa.data(), ob.data(), oa.size() * sizeof(float)));
+}
+
+TEST_P(Conformance, RejectsBadInput) {
+  KVCache cache(GetParam(), LayerShape{kHeads, kDim, 0, 0});
+  std::vector<float> good(4 * kHeads * kDim, 0.5f), bad = good;
+  const auto view = [](const std::vector<float>& v, size_t t, size_t h, size_t d) {
+    return TensorView::f32(v.data(), {t, h, d});
+  };
+  EXPECT_THROW(cache.append(view(good, 4, kHeads * kDim, 1), view(good, 4, kHeads, kDim)), ShapeError);
+  EXPECT_THROW(cache.append(view(good, 4, kHeads, kDim), view(good, 2, kHeads, kDim)), ShapeError);
+  EXPECT_THROW(cache.append(view(good, 0, kHeads, kDim), view(good, 0, kHeads, kDim)), ShapeError);
+  bad[17] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_THROW(cache.append(view(good, 4, kHeads, kDim), view(bad, 4, kHeads, kDim)), ShapeError);
+  bad[17] = std::numeric_limits<float>::infinity();
+  EXPECT_THROW(cache.append(view(bad, 4, kHeads, kDim), view(good, 4, kHeads, kDim)), ShapeError);
+  bad[17] = 1e6f;  // finite but beyond what fp16 storage can hold
+  EXPECT_THROW(cache.append(view(bad, 4, kHeads, kDim), view(good, 4, kHeads, kDim)), ShapeError);
+  EXPECT_EQ(cache.tokens(), 0u);  // nothing half-appended
+  cache.append(view(good, 4, kHeads, kDim), view(good, 4, kHeads, kDim));
+  std::vector<float> out(kGroup * kHeads * kDim);
+  EXPECT_THROW(cache.attend(view(good, 1, kHeads + 1, kDim), out.data()), ShapeError);
+  EXPECT_THROW(cache.attend(view(good, 5, kHeads, kDim), out.data()), ShapeError);
+  EXPECT_THROW(KVCache(GetParam(), LayerShape{0, kDim, 0, 0}), Error);
+}
+
+// Every element in fp16 range, norms far beyond it: stored and attended without overflow.
+TEST_P(Conformance, KeepsLargeRepresentableValues) {
+  const size_t tokens = 300;
+  SyntheticKV w = make_synthetic_kv(tokens, kHeads, kDim, kGroup, 2, 17);
+  for (auto& x : w.keys) x = x > 0 ? 60000.0f : -60000.0f;
+  for (auto& x : w.values) x = x > 0 ? 50000.0f : -50000.0f;
+  const KVCache cache = filled(GetParam(), w, 64, 2);
+  for (float x : cache.decode_keys()) ASSERT_TRUE(std::isfinite(x));
+  for (float x : cache.decode_values()) ASSERT_TRUE(std::isfinite(x));
+  std::vector<float> out(2 * w.q_heads * kDim);
+  cache.attend(TensorView::f32(w.queries.data(), {2, w.q_heads, kDim}), out.data());
+  for (float x : out) ASSERT_TRUE(std::isfinite(x));
+}
+
+// The fused path may approximate (integer dot products), but must add little to the method's own
+// error: within 10% of the reference path's distance from exact attention, or 1e-4.
+TEST_P(Conformance, FusedMatchesReference) {
+  for (size_t tokens : {70, 1000}) {
+    const SyntheticKV w = make_synthetic_kv(tokens, kHeads, kDim, kGroup, 6, 21);
+    const KVCache cache = filled(GetParam(), w, 100, 3);
+    const std::vector<float> exact = exact_attention(w.queries.data(), 6, w.q_heads, w.keys.data(),
+                                                     w.values.data(), tokens, kHeads, kDim);
+    std::vector<float> fused(exact.size()), ref(exact.size());
+    const TensorView q = TensorView::f32(w.queries.data(), {6, w.q_heads, kDim});
+    cache.attend(q, fused.data(), AttendPath::Fused);
+    cache.attend(q, ref.data(), AttendPath::Reference);
+    const double method_err = rel_l2(ref, exact), gap = rel_l2(fused, ref);
+    EXPECT_LE(gap, std::max(1e-4, 0.1 * method_err))
+        << tokens << " tokens: reference error " << method_err << ", fused-vs-reference " << gap;
+    EXPECT_LT(method_err, 1.0) << tokens << " tokens";
+  }
+}
+
+std::vector<std::string> method_names() {
+  std::vector<std::string> names;
+  for (const auto& m : registered_methods()) names.push_back(m.name);
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllMethods, Conformance, ::testing::ValuesIn(method_names()),
+                         [](const auto& param_info) { return param_info.param; });
+
+}  // namespace
+}  // namespace veloxquant
