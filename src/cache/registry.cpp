@@ -2,6 +2,7 @@
 // line here, and its tests; the CLI, the conformance suite and the benchmarks find it here.
 #include "codecs/fp16/method.h"
 #include "codecs/kivi/method.h"
+#include "codecs/turboquant/method.h"
 #include "veloxquant/error.h"
 #include "veloxquant/method.h"
 
@@ -11,6 +12,9 @@ const std::vector<MethodInfo>& registered_methods() {
   static const std::vector<MethodInfo> all = {
       fp16_method(),
       kivi_method(),
+      turboquant_mse_method(),
+      turboquant_prod_method(),
+      turboquant_rvq_method(),
   };
   return all;
 }

@@ -1,0 +1,113 @@
+// Registry entries of the TurboQuant family. Keys and values of a layer get independent
+// rotations (and sketches): their seeds mix the layer index with a per-stream tag.
+#include <memory>
+#include <string>
+
+#include "codecs/turboquant/method.h"
+#include "codecs/turboquant/turboquant_mse_codec.h"
+#include "codecs/turboquant/turboquant_prod_codec.h"
+#include "codecs/turboquant/turboquant_rvq_codec.h"
+#include "core/rng.h"
+#include "veloxquant/error.h"
+
+namespace veloxquant {
+namespace {
+using turboquant::TurboQuantMseCodec;
+using turboquant::TurboQuantProdCodec;
+using turboquant::TurboQuantRvqCodec;
+
+constexpr uint64_t kKeyRotation = 1, kValueRotation = 2, kKeySketch = 3;
+constexpr const char* kPaper =
+    "Zandieh, Daliri, Hadian, Mirrokni, TurboQuant: Online Vector Quantization with "
+    "Near-optimal Distortion Rate, arXiv 2504.19874";
+
+uint64_t stream_seed(const LayerShape& s, uint64_t tag) {
+  return derive_seed(s.seed, {static_cast<uint64_t>(s.layer), tag});
+}
+
+// The rotated-coordinate codebooks need at least a circle to live on.
+void require_dim(const char* method, const LayerShape& s) {
+  if (s.head_dim < 2) {
+    throw SpecError(std::string(method) + ": head_dim " + std::to_string(s.head_dim) +
+                    "; expected >= 2 (a random rotation of a 1-d vector is only a sign)");
+  }
+}
+
+unsigned param_bits(const Params& p, const char* name) {
+  return static_cast<unsigned>(p.get_int(name));
+}
+
+std::unique_ptr<Codec> mse_values(const Params& p, const LayerShape& s) {
+  return std::make_unique<TurboQuantMseCodec>(s.head_dim, param_bits(p, "vbits"),
+                                              stream_seed(s, kValueRotation));
+}
+}  // namespace
+
+MethodInfo turboquant_mse_method() {
+  MethodInfo m;
+  m.name = "turboquant_mse";
+  m.family = "turboquant";
+  m.paper = kPaper;
+  m.summary = "random rotation, then a Lloyd-Max codebook per rotated coordinate; norm kept (f32)";
+  m.params = {
+      ParamDef::integer("bits", 4, 1, 8, "key bits per coordinate"),
+      ParamDef::integer("vbits", 4, 1, 8, "value bits per coordinate"),
+  };
+  m.make = [](const Params& p, const LayerShape& s) {
+    require_dim("turboquant_mse", s);
+    LayerCodecs c;
+    c.key = std::make_unique<TurboQuantMseCodec>(s.head_dim, param_bits(p, "bits"),
+                                                 stream_seed(s, kKeyRotation));
+    c.value = mse_values(p, s);
+    return c;
+  };
+  return m;
+}
+
+MethodInfo turboquant_prod_method() {
+  MethodInfo m;
+  m.name = "turboquant_prod";
+  m.family = "turboquant";
+  m.paper = kPaper;
+  m.summary = "keys: (bits-1)-bit turboquant_mse plus 1-bit QJL of the residual, an unbiased "
+              "inner-product estimator; values: turboquant_mse";
+  m.params = {
+      ParamDef::integer("bits", 4, 1, 8, "key bits per coordinate, one of them the QJL sign"),
+      ParamDef::integer("vbits", 4, 1, 8, "value bits per coordinate (turboquant_mse)"),
+  };
+  m.make = [](const Params& p, const LayerShape& s) {
+    require_dim("turboquant_prod", s);
+    LayerCodecs c;
+    c.key = std::make_unique<TurboQuantProdCodec>(s.head_dim, param_bits(p, "bits"),
+                                                  stream_seed(s, kKeyRotation),
+                                                  stream_seed(s, kKeySketch));
+    c.value = mse_values(p, s);
+    return c;
+  };
+  return m;
+}
+
+MethodInfo turboquant_rvq_method() {
+  MethodInfo m;
+  m.name = "turboquant_rvq";
+  m.family = "turboquant";
+  m.paper = kPaper + std::string(" (two-stage residual variant of VeloxQuant-MLX)");
+  m.summary = "random rotation, then Gaussian and Laplacian Lloyd-Max stages on the residual; "
+              "no calibration";
+  m.params = {
+      ParamDef::integer("bits", 1, 1, 4, "key bits per coordinate per stage (2 stages)"),
+      ParamDef::integer("vbits", 1, 1, 4, "value bits per coordinate per stage (2 stages)"),
+  };
+  m.make = [](const Params& p, const LayerShape& s) {
+    require_dim("turboquant_rvq", s);
+    LayerCodecs c;
+    c.key = std::make_unique<TurboQuantRvqCodec>(s.head_dim, param_bits(p, "bits"),
+                                                 stream_seed(s, kKeyRotation));
+    c.value = std::make_unique<TurboQuantRvqCodec>(s.head_dim, param_bits(p, "vbits"),
+                                                   stream_seed(s, kValueRotation));
+    return c;
+  };
+  return m;
+}
+
+}  // namespace veloxquant

@@ -1,0 +1,147 @@
+#include "codecs/turboquant/turboquant_prod_codec.h"
+
+#include <cmath>
+#include <cstring>
+#include <numbers>
+
+#include "codecs/turboquant/nearest_level.h"
+#include "codecs/turboquant/rotated_table_codec.h"
+#include "core/bitpack.h"
+#include "core/rng.h"
+#include "core/simd.h"
+
+namespace veloxquant::turboquant {
+namespace {
+constexpr size_t kHeader = 2 * sizeof(float);  // norm, residual norm
+
+std::vector<float> gaussian_matrix(size_t dim, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<float> m(dim * dim);
+  for (auto& v : m) v = static_cast<float>(rng.normal());
+  return m;
+}
+
+float read_f32(const uint8_t* p) {
+  float v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+}  // namespace
+
+ScalarCodebook TurboQuantProdCodec::mse_codebook(unsigned bits, size_t dim) {
+  if (bits <= 1) return ScalarCodebook{{0.0f}, {}, 1.0 / static_cast<double>(dim)};
+  return lloyd_max_sphere_coordinate(bits - 1, dim);
+}
+
+TurboQuantProdCodec::TurboQuantProdCodec(size_t dim, unsigned bits, uint64_t rotation_seed,
+                                         uint64_t sketch_seed)
+    : TurboQuantProdCodec(dim, bits, mse_codebook(bits, dim), rotation_seed, sketch_seed) {}
+
+TurboQuantProdCodec::TurboQuantProdCodec(size_t dim, unsigned bits,
+                                         const ScalarCodebook& mse_codebook,
+                                         uint64_t rotation_seed, uint64_t sketch_seed)
+    : dim_(dim), mse_bits_(bits - 1), codebook_(mse_codebook), rotation_(dim, rotation_seed),
+      sketch_(gaussian_matrix(dim, sketch_seed)),
+      qjl_factor_(static_cast<float>(std::sqrt(std::numbers::pi / 2) / static_cast<double>(dim))),
+      mse_bytes_(mse_bits_ ? packed_bytes(dim, mse_bits_) : 0),
+      stride_(kHeader + mse_bytes_ + packed_bytes(dim, 1)),
+      mse_format_{stride_, 0, kHeader},
+      sign_format_{stride_, sizeof(float), kHeader + mse_bytes_},
+      sign_kernel_(dim, 1, {-1.0f, 1.0f}) {
+  if (mse_bits_) mse_kernel_.emplace(dim, mse_bits_, codebook_.centroids);
+}
+
+size_t TurboQuantProdCodec::state_bytes() const {
+  return rotation_.state_bytes() + codebook_.centroids.size() * sizeof(float) +
+         sketch_.size() * sizeof(float);
+}
+
+void TurboQuantProdCodec::sketch(const float* v, float* out) const {
+  for (size_t j = 0; j < dim_; ++j) out[j] = simd::dot(sketch_.data() + j * dim_, v, dim_);
+}
+
+void TurboQuantProdCodec::sketch_transpose(const float* v, float* out) const {
+  for (size_t j = 0; j < dim_; ++j) simd::axpy(v[j], sketch_.data() + j * dim_, out, dim_);
+}
+
+void TurboQuantProdCodec::encode(const float* x, size_t n, uint8_t* codes) const {
+  std::vector<float> y(dim_), sr(dim_);
+  std::vector<uint8_t> idx(dim_), signs(dim_);
+  for (size_t t = 0; t < n; ++t) {
+    const float norm = rotate_to_unit(rotation_, x + t * dim_, y.data());
+    nearest_levels(codebook_, y.data(), dim_, idx.data());
+    double residual = 0;
+    for (size_t c = 0; c < dim_; ++c) {
+      y[c] -= codebook_.value(idx[c]);  // y now holds the residual r
+      residual += static_cast<double>(y[c]) * y[c];
+    }
+    sketch(y.data(), sr.data());
+    for (size_t j = 0; j < dim_; ++j) signs[j] = sr[j] >= 0 ? 1 : 0;
+    const float rho = norm * static_cast<float>(std::sqrt(residual));
+    uint8_t* rec = codes + t * stride_;
+    std::memcpy(rec, &norm, sizeof norm);
+    std::memcpy(rec + sizeof(float), &rho, sizeof rho);
+    if (mse_bits_) pack_bits(idx.data(), dim_, mse_bits_, rec + kHeader);
+    pack_bits(signs.data(), dim_, 1, rec + kHeader + mse_bytes_);
+  }
+}
+
+void TurboQuantProdCodec::decode(const uint8_t* codes, size_t n, float* x) const {
+  std::vector<uint8_t> idx(dim_, 0), signs(dim_);
+  std::vector<float> z(dim_);
+  for (size_t t = 0; t < n; ++t) {
+    const uint8_t* rec = codes + t * stride_;
+    const float norm = read_f32(rec), rho = read_f32(rec + sizeof(float));
+    if (mse_bits_) unpack_bits(rec + kHeader, dim_, mse_bits_, idx.data());
+    unpack_bits(rec + kHeader + mse_bytes_, dim_, 1, signs.data());
+    float* row = x + t * dim_;
+    for (size_t c = 0; c < dim_; ++c) row[c] = norm * codebook_.value(idx[c]);
+    const float k = qjl_factor_ * rho;
+    for (size_t j = 0; j < dim_; ++j) z[j] = signs[j] ? k : -k;
+    sketch_transpose(z.data(), row);
+    rotation_.inverse(row);
+  }
+}
+
+// q . x = ||x|| (R q) . y_mse + sqrt(pi/2)/dim * rho * (S R q) . z: per call the queries are
+// rotated and sketched once, then both terms are table lookups over the codes.
+void TurboQuantProdCodec::score(const float* q, size_t nq, const uint8_t* codes, size_t n,
+                                float* scores) const {
+  const size_t P = sign_kernel_.positions();
+  std::vector<float> rotated(q, q + nq * dim_), sq(dim_), qk(nq * P);
+  rotation_.forward(rotated.data(), nq);
+  for (size_t i = 0; i < nq; ++i) {
+    sketch(rotated.data() + i * dim_, sq.data());
+    sign_kernel_.to_kernel_order(sq.data(), qk.data() + i * P);
+  }
+  sign_kernel_.dot(qk.data(), nq, codes, n, sign_format_, qjl_factor_, scores);
+  if (!mse_kernel_) return;
+  const size_t M = mse_kernel_->positions();
+  std::vector<float> mk(nq * M), part(nq * n);
+  for (size_t i = 0; i < nq; ++i) mse_kernel_->to_kernel_order(rotated.data() + i * dim_, mk.data() + i * M);
+  mse_kernel_->dot(mk.data(), nq, codes, n, mse_format_, 1.0f, part.data());
+  for (size_t i = 0; i < nq * n; ++i) scores[i] += part[i];
+}
+
+// sum_t w_t x_t = R^T (sum_t w_t ||x_t|| y_mse,t + S^T sum_t w_t sqrt(pi/2)/dim rho_t z_t).
+void TurboQuantProdCodec::accumulate(const float* w, size_t nq, const uint8_t* codes, size_t n,
+                                     float* out) const {
+  const size_t P = sign_kernel_.positions();
+  std::vector<float> zk(nq * P, 0.0f), z(dim_), sums(nq * dim_, 0.0f);
+  sign_kernel_.accumulate(w, nq, codes, n, sign_format_, qjl_factor_, zk.data());
+  if (mse_kernel_) {
+    const size_t M = mse_kernel_->positions();
+    std::vector<float> mk(nq * M, 0.0f);
+    mse_kernel_->accumulate(w, nq, codes, n, mse_format_, 1.0f, mk.data());
+    for (size_t i = 0; i < nq; ++i) mse_kernel_->add_natural_order(mk.data() + i * M, sums.data() + i * dim_);
+  }
+  for (size_t i = 0; i < nq; ++i) {
+    std::fill(z.begin(), z.end(), 0.0f);
+    sign_kernel_.add_natural_order(zk.data() + i * P, z.data());
+    sketch_transpose(z.data(), sums.data() + i * dim_);
+  }
+  rotation_.inverse(sums.data(), nq);
+  for (size_t i = 0; i < nq * dim_; ++i) out[i] += sums[i];
+}
+
+}  // namespace veloxquant::turboquant
