@@ -2,6 +2,8 @@
 // line here, and its tests; the CLI, the conformance suite and the benchmarks find it here.
 #include "codecs/fp16/method.h"
 #include "codecs/kivi/method.h"
+#include "codecs/polar/method.h"
+#include "codecs/qjl/method.h"
 #include "codecs/turboquant/method.h"
 #include "veloxquant/error.h"
 #include "veloxquant/method.h"
@@ -15,6 +17,8 @@ const std::vector<MethodInfo>& registered_methods() {
       turboquant_mse_method(),
       turboquant_prod_method(),
       turboquant_rvq_method(),
+      qjl_method(),
+      polar_method(),
   };
   return all;
 }

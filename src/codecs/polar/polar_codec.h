@@ -1,0 +1,62 @@
+// PolarQuant (Han, Kacham, Karbasi, Mirrokni & Zandieh, arXiv 2502.02617): a random rotation
+// makes the coordinates near-Gaussian, each block of 2^levels rotated coordinates goes through the
+// recursive polar transform, its 2^levels - 1 angles are quantized with Lloyd-Max codebooks of
+// their known distributions, and the block's radius is kept in fp16 (as radius / sqrt(dim)). No per-block scale or zero
+// point is needed: the angle distributions do not depend on the data.
+//
+// score() and accumulate() work in the rotated frame: the queries are rotated once per call and
+// the weighted value sum is rotated back once per query, so no token pays for a rotation.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/lloyd_max.h"
+#include "core/rotation.h"
+#include "veloxquant/codec.h"
+
+namespace veloxquant {
+
+struct PolarConfig {
+  size_t dim = 128;
+  size_t levels = 4;        // recursion depth; one radius per 2^levels coordinates
+  unsigned level1_bits = 4;  // bits of the level-1 angles (uniform on [0, 2pi))
+  unsigned bits = 2;        // bits of the angles of levels 2.. (concentrated near pi/4)
+  uint64_t seed = 0;
+};
+
+class PolarCodec final : public Codec {
+ public:
+  // Throws SpecError when 2^levels does not divide dim or bits are out of 1..8.
+  explicit PolarCodec(const PolarConfig& config);
+
+  size_t dim() const override { return cfg_.dim; }
+  size_t code_bytes(size_t n) const override { return n * token_bytes_; }
+  // Rotation state plus the angle codebooks and their cosine/sine tables, as held.
+  size_t state_bytes() const override;
+  void encode(const float* x, size_t n, uint8_t* codes) const override;
+  void decode(const uint8_t* codes, size_t n, float* x) const override;
+  void score(const float* q, size_t nq, const uint8_t* codes, size_t n,
+             float* scores) const override;
+  void accumulate(const float* w, size_t nq, const uint8_t* codes, size_t n,
+                  float* out) const override;
+
+ private:
+  struct Level {
+    unsigned bits;
+    size_t angles;       // angles of this level in one token (all blocks)
+    size_t byte_offset;  // of its packed codes within a token's record
+    const ScalarCodebook* codebook;  // shared, lives for the process
+    std::vector<float> cosines, sines;  // of each centroid
+  };
+  // Reconstructs n tokens in the rotated frame (no inverse rotation).
+  void decode_rotated(const uint8_t* codes, size_t n, float* y) const;
+
+  PolarConfig cfg_;
+  size_t block_ = 16, blocks_ = 8, radius_offset_ = 0, token_bytes_ = 0;
+  float sqrt_dim_ = 1, inv_sqrt_dim_ = 1;  // radii are stored divided by sqrt(dim) (fp16 range)
+  Rotation rotation_;
+  std::vector<Level> levels_;
+};
+
+}  // namespace veloxquant

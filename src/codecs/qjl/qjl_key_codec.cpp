@@ -1,0 +1,236 @@
+#include "codecs/qjl/qjl_key_codec.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <numeric>
+#include <string>
+
+#include "codecs/qjl/sign_sums.h"
+#include "core/rng.h"
+#include "core/simd.h"
+#include "veloxquant/error.h"
+#include "veloxquant/tensor.h"
+
+namespace veloxquant {
+namespace {
+
+// E[<s, q> sign(<s, k>)] = sqrt(2/pi) <q, k> / ||k|| for s ~ N(0, I): this undoes that factor.
+const float kSqrtHalfPi = static_cast<float>(std::sqrt(std::numbers::pi / 2));
+
+void require(bool ok, const std::string& what) {
+  if (!ok) throw SpecError("qjl: " + what);
+}
+
+void pack_signs(const float* v, size_t m, uint8_t* bits) {
+  for (size_t b = 0; b < m / 8; ++b) {
+    uint8_t byte = 0;
+    for (size_t i = 0; i < 8; ++i) byte |= static_cast<uint8_t>(v[b * 8 + i] > 0) << i;
+    bits[b] = byte;
+  }
+}
+
+// Norms are stored as root-mean-square over the part's channels: every element of a cached key is
+// within the fp16 range, so its RMS is too, while its norm (up to sqrt(d) times larger) may not be.
+uint16_t rms_to_f16(double sum_sq, size_t channels) {
+  return f32_to_f16(static_cast<float>(std::sqrt(sum_sq / static_cast<double>(channels))));
+}
+
+uint16_t load_u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+void store_u16(uint16_t v, uint8_t* p) {
+  p[0] = static_cast<uint8_t>(v);
+  p[1] = static_cast<uint8_t>(v >> 8);
+}
+
+}  // namespace
+
+QjlKeyCodec::QjlKeyCodec(const QjlKeyConfig& config) : cfg_(config) {
+  require(cfg_.dim >= 1, "head_dim 0; expected at least 1");
+  require(cfg_.proj % 8 == 0 && cfg_.proj >= 8,
+          "proj=" + std::to_string(cfg_.proj) + "; expected a multiple of 8 (whole bytes of signs)");
+  split_ = cfg_.outliers > 0;
+  if (split_) {
+    require(cfg_.outliers < cfg_.dim, "outliers=" + std::to_string(cfg_.outliers) +
+                                          "; expected fewer than head_dim " + std::to_string(cfg_.dim));
+    require(cfg_.outlier_proj % 8 == 0 && cfg_.outlier_proj >= 8 && cfg_.outlier_proj <= cfg_.proj,
+            "outlier_proj=" + std::to_string(cfg_.outlier_proj) +
+                "; expected a multiple of 8 in 8..proj (" + std::to_string(cfg_.proj) + ")");
+    require(cfg_.group >= 1, "group=0; expected at least 1 token");
+    block_ = cfg_.group;
+    index_bytes_ = cfg_.dim > 256 ? 2 : 1;
+  }
+  norm_in_ = std::sqrt(static_cast<float>(cfg_.dim - (split_ ? cfg_.outliers : 0)));
+  norm_out_ = std::sqrt(static_cast<float>(split_ ? cfg_.outliers : 0));
+  // S has i.i.d. N(0, 1) entries; drawn row by row and stored transposed for per-channel access.
+  const size_t m = cfg_.proj, d = cfg_.dim;
+  proj_t_.resize(d * m);
+  Rng rng(cfg_.seed);
+  for (size_t i = 0; i < m; ++i)
+    for (size_t c = 0; c < d; ++c) proj_t_[c * m + i] = static_cast<float>(rng.normal());
+  col_total_.resize(d);
+  col_total_out_.resize(d);
+  for (size_t c = 0; c < d; ++c) {
+    const float* col = proj_t_.data() + c * m;
+    col_total_[c] = std::accumulate(col, col + m, 0.0f);
+    col_total_out_[c] = split_ ? std::accumulate(col, col + cfg_.outlier_proj, 0.0f) : 0.0f;
+  }
+}
+
+size_t QjlKeyCodec::token_bytes() const {
+  return cfg_.proj / 8 + 2 + (split_ ? cfg_.outlier_proj / 8 + 2 : 0);
+}
+
+size_t QjlKeyCodec::code_bytes(size_t n) const { return n / block_ * block_bytes(); }
+
+std::vector<uint32_t> QjlKeyCodec::read_outliers(const uint8_t* block) const {
+  std::vector<uint32_t> idx(cfg_.outliers);
+  for (size_t j = 0; j < cfg_.outliers; ++j)
+    idx[j] = index_bytes_ == 1 ? block[j] : load_u16(block + 2 * j);
+  return idx;
+}
+
+void QjlKeyCodec::encode_block(const float* x, uint8_t* block) const {
+  const size_t d = cfg_.dim, m = cfg_.proj, mo = cfg_.outlier_proj;
+  std::vector<uint8_t> inlier(d, 1);
+  if (split_) {
+    // The channels with the largest energy over the group; ties go to the lower index so the
+    // choice is deterministic.
+    std::vector<double> energy(d, 0.0);
+    for (size_t t = 0; t < block_; ++t)
+      for (size_t c = 0; c < d; ++c) energy[c] += double(x[t * d + c]) * x[t * d + c];
+    std::vector<uint32_t> order(d);
+    std::iota(order.begin(), order.end(), 0u);
+    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(cfg_.outliers),
+                      order.end(), [&](uint32_t a, uint32_t b) {
+                        return energy[a] != energy[b] ? energy[a] > energy[b] : a < b;
+                      });
+    std::sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(cfg_.outliers));
+    for (size_t j = 0; j < cfg_.outliers; ++j) {
+      inlier[order[j]] = 0;
+      if (index_bytes_ == 1) block[j] = static_cast<uint8_t>(order[j]);
+      else store_u16(static_cast<uint16_t>(order[j]), block + 2 * j);
+    }
+  }
+  std::vector<float> sk_in(m), sk_out(split_ ? mo : 0);
+  uint8_t* rec = block + header_bytes();
+  for (size_t t = 0; t < block_; ++t, rec += token_bytes()) {
+    const float* k = x + t * d;
+    std::fill(sk_in.begin(), sk_in.end(), 0.0f);
+    std::fill(sk_out.begin(), sk_out.end(), 0.0f);
+    double n_in = 0, n_out = 0;
+    for (size_t c = 0; c < d; ++c) {
+      if (inlier[c]) {
+        simd::axpy(k[c], proj_t_.data() + c * m, sk_in.data(), m);
+        n_in += double(k[c]) * k[c];
+      } else {
+        simd::axpy(k[c], proj_t_.data() + c * m, sk_out.data(), mo);
+        n_out += double(k[c]) * k[c];
+      }
+    }
+    pack_signs(sk_in.data(), m, rec);
+    uint8_t* p = rec + m / 8;
+    if (split_) {
+      pack_signs(sk_out.data(), mo, p);
+      p += mo / 8;
+    }
+    store_u16(rms_to_f16(n_in, d - (split_ ? cfg_.outliers : 0)), p);
+    if (split_) store_u16(rms_to_f16(n_out, cfg_.outliers), p + 2);
+  }
+}
+
+void QjlKeyCodec::encode(const float* x, size_t n, uint8_t* codes) const {
+  for (size_t b = 0; b < n / block_; ++b)
+    encode_block(x + b * block_ * cfg_.dim, codes + b * block_bytes());
+}
+
+void QjlKeyCodec::add_reconstruction(const uint8_t* bits, size_t m, float scale,
+                                     const std::vector<uint8_t>& keep, const float* totals,
+                                     float* out) const {
+  // <S[:m, c], signs> = 2 * (sum of S[i, c] over set bits) - sum_i S[i, c]; runs of four adjacent
+  // channels share each loaded byte of signs.
+  const size_t d = cfg_.dim, stride = cfg_.proj;
+  for (size_t c0 = 0; c0 < d;) {
+    if (!keep[c0]) {
+      ++c0;
+      continue;
+    }
+    size_t nu = 1;
+    while (nu < 4 && c0 + nu < d && keep[c0 + nu]) ++nu;
+    float masked[4];
+    qjl::masked_sums(proj_t_.data() + c0 * stride, nu, stride, bits, m, masked);
+    for (size_t j = 0; j < nu; ++j) out[c0 + j] += scale * (2 * masked[j] - totals[c0 + j]);
+    c0 += nu;
+  }
+}
+
+void QjlKeyCodec::decode(const uint8_t* codes, size_t n, float* x) const {
+  const size_t d = cfg_.dim, m = cfg_.proj, mo = cfg_.outlier_proj;
+  std::fill(x, x + n * d, 0.0f);
+  for (size_t b = 0; b < n / block_; ++b) {
+    const uint8_t* block = codes + b * block_bytes();
+    std::vector<uint8_t> inlier(d, 1), outlier(d, 0);
+    for (uint32_t c : read_outliers(block)) inlier[c] = 0, outlier[c] = 1;
+    const uint8_t* rec = block + header_bytes();
+    for (size_t t = 0; t < block_; ++t, rec += token_bytes()) {
+      float* out = x + (b * block_ + t) * d;
+      const uint8_t* norms = rec + m / 8 + (split_ ? mo / 8 : 0);
+      add_reconstruction(rec, m, norm_in_ * kSqrtHalfPi / float(m) * f16_to_f32(load_u16(norms)), inlier,
+                         col_total_.data(), out);
+      if (split_)
+        add_reconstruction(rec + m / 8, mo, norm_out_ * kSqrtHalfPi / float(mo) * f16_to_f32(load_u16(norms + 2)),
+                           outlier, col_total_out_.data(), out);
+    }
+  }
+}
+
+void QjlKeyCodec::score(const float* q, size_t nq, const uint8_t* codes, size_t n,
+                        float* scores) const {
+  const size_t d = cfg_.dim, m = cfg_.proj, mo = cfg_.outlier_proj;
+  // S q once per call for every query.
+  std::vector<float> sq(nq * m, 0.0f);
+  for (size_t i = 0; i < nq; ++i)
+    for (size_t c = 0; c < d; ++c) simd::axpy(q[i * d + c], proj_t_.data() + c * m, sq.data() + i * m, m);
+  // Per block: u = S (inlier part of q), v = S (outlier part of q), and their totals.
+  std::vector<float> u(nq * m), v(split_ ? nq * m : 0), u_total(nq), v_total(nq);
+  const float scale_in = norm_in_ * kSqrtHalfPi / float(m);
+  const float scale_out = split_ ? norm_out_ * kSqrtHalfPi / float(mo) : 0;
+  for (size_t b = 0; b < n / block_; ++b) {
+    const uint8_t* block = codes + b * block_bytes();
+    if (split_) {
+      const std::vector<uint32_t> out_channels = read_outliers(block);
+      std::fill(v.begin(), v.end(), 0.0f);
+      for (size_t i = 0; i < nq; ++i) {
+        float* vi = v.data() + i * m;
+        for (uint32_t c : out_channels) simd::axpy(q[i * d + c], proj_t_.data() + c * m, vi, m);
+        for (size_t j = 0; j < m; ++j) u[i * m + j] = sq[i * m + j] - vi[j];
+        v_total[i] = std::accumulate(vi, vi + mo, 0.0f);
+      }
+    } else if (b == 0) {
+      std::copy(sq.begin(), sq.end(), u.begin());
+    }
+    if (split_ || b == 0)
+      for (size_t i = 0; i < nq; ++i) u_total[i] = std::accumulate(u.data() + i * m, u.data() + (i + 1) * m, 0.0f);
+
+    const uint8_t* rec = block + header_bytes();
+    for (size_t t = 0; t < block_; ++t, rec += token_bytes()) {
+      const size_t tok = b * block_ + t;
+      const uint8_t* norms = rec + m / 8 + (split_ ? mo / 8 : 0);
+      const float w_in = scale_in * f16_to_f32(load_u16(norms));
+      const float w_out = split_ ? scale_out * f16_to_f32(load_u16(norms + 2)) : 0.0f;
+      for (size_t i0 = 0; i0 < nq; i0 += 4) {
+        const size_t nu = std::min<size_t>(4, nq - i0);
+        float in[4], out[4] = {0, 0, 0, 0};
+        qjl::masked_sums(u.data() + i0 * m, nu, m, rec, m, in);
+        if (split_) qjl::masked_sums(v.data() + i0 * m, nu, m, rec + m / 8, mo, out);
+        for (size_t j = 0; j < nu; ++j) {
+          const size_t i = i0 + j;
+          float s = w_in * (2 * in[j] - u_total[i]);
+          if (split_) s += w_out * (2 * out[j] - v_total[i]);
+          scores[i * n + tok] = s;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace veloxquant

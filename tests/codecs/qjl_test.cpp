@@ -1,0 +1,247 @@
+// QJL keys: the paper's properties (unbiased inner-product estimate, variance of Lemma 3.5), the
+// fused score against the decode-based reference, exact byte accounting and determinism.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numbers>
+#include <vector>
+
+#include "codecs/qjl/qjl_key_codec.h"
+#include "core/rng.h"
+#include "veloxquant/cache.h"
+#include "veloxquant/error.h"
+#include "veloxquant/method.h"
+
+namespace veloxquant {
+namespace {
+
+std::vector<float> gaussian(size_t n, uint64_t seed, float sigma = 1.0f) {
+  Rng rng(seed);
+  std::vector<float> v(n);
+  for (auto& x : v) x = sigma * static_cast<float>(rng.normal());
+  return v;
+}
+
+double dot(const float* a, const float* b, size_t n) {
+  double s = 0;
+  for (size_t i = 0; i < n; ++i) s += double(a[i]) * b[i];
+  return s;
+}
+
+double norm2(const std::vector<float>& v) { return dot(v.data(), v.data(), v.size()); }
+
+// The estimate of q . k from one independently drawn sketch per seed.
+std::vector<double> estimates(const QjlKeyConfig& base, const std::vector<float>& q,
+                              const std::vector<float>& keys, size_t tokens, size_t token, int trials) {
+  std::vector<double> est;
+  for (int s = 0; s < trials; ++s) {
+    QjlKeyConfig cfg = base;
+    cfg.seed = derive_seed(1234, {static_cast<uint64_t>(s)});
+    const QjlKeyCodec codec(cfg);
+    std::vector<uint8_t> codes(codec.code_bytes(tokens));
+    codec.encode(keys.data(), tokens, codes.data());
+    std::vector<float> scores(tokens);
+    codec.score(q.data(), 1, codes.data(), tokens, scores.data());
+    est.push_back(scores[token]);
+  }
+  return est;
+}
+
+void mean_and_variance(const std::vector<double>& v, double& mean, double& var) {
+  mean = 0;
+  for (double x : v) mean += x;
+  mean /= double(v.size());
+  var = 0;
+  for (double x : v) var += (x - mean) * (x - mean);
+  var /= double(v.size() - 1);
+}
+
+TEST(QjlKeys, InnerProductEstimateIsUnbiasedWithPaperVariance) {
+  const size_t d = 128, m = 64;
+  const int trials = 3000;
+  const std::vector<float> q = gaussian(d, 1), k0 = gaussian(d, 2);
+  // k correlated with q so that q . k is far from 0 and a bias would show.
+  std::vector<float> k(d);
+  for (size_t c = 0; c < d; ++c) k[c] = 0.6f * q[c] + 0.8f * k0[c];
+  QjlKeyConfig cfg;
+  cfg.dim = d;
+  cfg.proj = m;
+  cfg.outliers = 0;
+  const std::vector<double> est = estimates(cfg, q, k, 1, 0, trials);
+  double mean, var;
+  mean_and_variance(est, mean, var);
+  const double qk = dot(q.data(), k.data(), d), qq = norm2(q), kk = norm2(k);
+  // Each of the m rows contributes sqrt(pi/2) ||k|| <s, q> sign(<s, k>), whose second moment is
+  // (pi/2) ||q||^2 ||k||^2: the exact variance of the mean of m rows, within Lemma 3.5's bound.
+  const double exact_var = (std::numbers::pi / 2 * qq * kk - qk * qk) / double(m);
+  const double lemma_bound = std::numbers::pi / (2.0 * double(m)) * qq * kk;
+  ASSERT_LT(exact_var, lemma_bound);
+  const double se = std::sqrt(exact_var / trials);
+  EXPECT_LT(std::abs(mean - qk), 4 * se) << "mean " << mean << " vs q.k " << qk;
+  EXPECT_NEAR(var / exact_var, 1.0, 0.12) << "variance " << var << " vs " << exact_var;
+  EXPECT_LT(var, lemma_bound);
+}
+
+TEST(QjlKeys, OutlierSplitStaysUnbiased) {
+  const size_t d = 64, m = 64, tokens = 4;
+  const int trials = 3000;
+  std::vector<float> keys = gaussian(tokens * d, 3);
+  for (size_t t = 0; t < tokens; ++t) keys[t * d + 5] += 12.0f, keys[t * d + 40] -= 9.0f;
+  std::vector<float> q = gaussian(d, 4);
+  q[5] += 1.0f;
+  QjlKeyConfig cfg;
+  cfg.dim = d;
+  cfg.proj = m;
+  cfg.outliers = 2;
+  cfg.outlier_proj = 32;
+  cfg.group = tokens;
+  const std::vector<double> est = estimates(cfg, q, keys, tokens, 2, trials);
+  double mean, var;
+  mean_and_variance(est, mean, var);
+  const float* k = keys.data() + 2 * d;
+  const double qk = dot(q.data(), k, d);
+  // The inlier and outlier sketches are each unbiased, with variances from their own norms.
+  double qi = 0, ki = 0, qo = 0, ko = 0, qki = 0, qko = 0;
+  for (size_t c = 0; c < d; ++c) {
+    const bool out = c == 5 || c == 40;
+    (out ? qo : qi) += double(q[c]) * q[c];
+    (out ? ko : ki) += double(k[c]) * k[c];
+    (out ? qko : qki) += double(q[c]) * k[c];
+  }
+  const double var_in = (std::numbers::pi / 2 * qi * ki - qki * qki) / double(m);
+  const double var_out = (std::numbers::pi / 2 * qo * ko - qko * qko) / 32.0;
+  // The two sketches share rows of S, so their errors correlate; bound the variance by the
+  // Cauchy-Schwarz worst case.
+  const double var_max = std::pow(std::sqrt(var_in) + std::sqrt(var_out), 2);
+  EXPECT_LT(std::abs(mean - qk), 4 * std::sqrt(var_max / trials)) << mean << " vs " << qk;
+  EXPECT_LT(var, 1.15 * var_max);
+}
+
+TEST(QjlKeys, OutlierSplitReducesScoreErrorOnOutlierChannels) {
+  const size_t d = 128, tokens = 64, nq = 16;
+  std::vector<float> keys = gaussian(tokens * d, 5);
+  for (size_t t = 0; t < tokens; ++t)
+    for (size_t c : {3, 17, 60, 99}) keys[t * d + c] = 15.0f + keys[t * d + c];
+  const std::vector<float> q = gaussian(nq * d, 6);
+  auto score_mse = [&](size_t outliers) {
+    QjlKeyConfig cfg;
+    cfg.dim = d;
+    cfg.outliers = outliers;
+    cfg.seed = 9;
+    const QjlKeyCodec codec(cfg);
+    std::vector<uint8_t> codes(codec.code_bytes(tokens));
+    codec.encode(keys.data(), tokens, codes.data());
+    std::vector<float> s(nq * tokens);
+    codec.score(q.data(), nq, codes.data(), tokens, s.data());
+    double err = 0;
+    for (size_t i = 0; i < nq; ++i)
+      for (size_t t = 0; t < tokens; ++t) {
+        const double e = s[i * tokens + t] - dot(q.data() + i * d, keys.data() + t * d, d);
+        err += e * e;
+      }
+    return err / double(nq * tokens);
+  };
+  EXPECT_LT(score_mse(8), 0.5 * score_mse(0));
+}
+
+class QjlCodecShapes : public ::testing::TestWithParam<std::tuple<size_t, size_t, size_t>> {};
+
+TEST_P(QjlCodecShapes, FusedScoreMatchesDecodedKeys) {
+  const auto [d, proj, outliers] = GetParam();
+  QjlKeyConfig cfg;
+  cfg.dim = d;
+  cfg.proj = proj;
+  cfg.outliers = outliers;
+  cfg.outlier_proj = proj / 16 * 8;  // about half, whole bytes
+  cfg.group = 16;
+  cfg.seed = 77;
+  const QjlKeyCodec codec(cfg);
+  const size_t n = 3 * codec.block_tokens(), nq = 7;
+  const std::vector<float> keys = gaussian(n * d, 10, 2.0f), q = gaussian(nq * d, 11);
+  std::vector<uint8_t> codes(codec.code_bytes(n));
+  codec.encode(keys.data(), n, codes.data());
+  std::vector<float> fused(nq * n), reference(nq * n);
+  codec.score(q.data(), nq, codes.data(), n, fused.data());
+  codec.Codec::score(q.data(), nq, codes.data(), n, reference.data());
+  std::vector<float> decoded(n * d);
+  codec.decode(codes.data(), n, decoded.data());
+  for (size_t i = 0; i < nq; ++i)
+    for (size_t t = 0; t < n; ++t) {
+      // Relative to the scale of the score: |q| |k_hat|.
+      const double scale = std::sqrt(dot(q.data() + i * d, q.data() + i * d, d) *
+                                     dot(decoded.data() + t * d, decoded.data() + t * d, d));
+      EXPECT_NEAR(fused[i * n + t], reference[i * n + t], 1e-4 * scale) << i << "," << t;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, QjlCodecShapes,
+                         ::testing::Values(std::make_tuple(128, 256, 8), std::make_tuple(128, 256, 0),
+                                           std::make_tuple(64, 72, 3), std::make_tuple(96, 40, 0),
+                                           std::make_tuple(300, 128, 4)));
+
+TEST(QjlKeys, ByteLayoutIsExactAndAdditive) {
+  QjlKeyConfig cfg;  // d = 128, m = 256, 8 outliers with 128 bits, groups of 32
+  const QjlKeyCodec codec(cfg);
+  // Per group: 8 channel indices, then 32 tokens of 32 + 16 bytes of signs and two fp16 norms.
+  EXPECT_EQ(codec.code_bytes(32), 8u + 32u * (32 + 16 + 4));
+  EXPECT_EQ(codec.state_bytes(), 128u * 256u * 4u);
+  cfg.outliers = 0;
+  const QjlKeyCodec plain(cfg);
+  EXPECT_EQ(plain.block_tokens(), 1u);
+  EXPECT_EQ(plain.code_bytes(1), 32u + 2u);
+  for (const QjlKeyCodec* c : {&codec, &plain}) {
+    const size_t b = c->block_tokens(), n = 4 * b;
+    EXPECT_EQ(c->code_bytes(n), c->code_bytes(b) + c->code_bytes(n - b));
+    const std::vector<float> keys = gaussian(n * 128, 12);
+    std::vector<uint8_t> whole(c->code_bytes(n)), parts(c->code_bytes(n));
+    c->encode(keys.data(), n, whole.data());
+    c->encode(keys.data(), b, parts.data());
+    c->encode(keys.data() + b * 128, n - b, parts.data() + c->code_bytes(b));
+    EXPECT_EQ(whole, parts);
+  }
+}
+
+TEST(QjlKeys, SameSeedSameBytesOtherSeedOtherBytes) {
+  const std::vector<float> keys = gaussian(64 * 128, 13);
+  auto encode = [&](uint64_t seed) {
+    QjlKeyConfig cfg;
+    cfg.seed = seed;
+    const QjlKeyCodec codec(cfg);
+    std::vector<uint8_t> codes(codec.code_bytes(64));
+    codec.encode(keys.data(), 64, codes.data());
+    return codes;
+  };
+  EXPECT_EQ(encode(5), encode(5));
+  EXPECT_NE(encode(5), encode(6));
+}
+
+TEST(QjlMethod, RejectsParametersItCannotHonour) {
+  const LayerShape shape;
+  EXPECT_THROW(KVCache("qjl:proj=100", shape), SpecError);
+  EXPECT_THROW(KVCache("qjl:proj=64,outlier_proj=128", shape), SpecError);
+  EXPECT_THROW(KVCache("qjl:proj=5000", shape), SpecError);
+  LayerShape narrow;
+  narrow.head_dim = 96;  // 2-bit values pack 64 channels per quad
+  EXPECT_THROW(KVCache("qjl", narrow), SpecError);
+  EXPECT_NO_THROW(KVCache("qjl:vbits=4", narrow));
+  LayerShape tiny;
+  tiny.head_dim = 8;
+  EXPECT_THROW(KVCache("qjl:vbits=8,vgroup=16", tiny), SpecError);
+}
+
+// Every element fits fp16, the norm (1e4 * sqrt(128)) does not: it is stored as an RMS and kept.
+TEST(QjlMethod, KeyNormBeyondHalfRangeIsKept) {
+  QjlKeyConfig cfg;
+  cfg.outliers = 0;
+  const QjlKeyCodec codec(cfg);
+  std::vector<float> key(128, 1e4f), q(128, 1.0f);
+  std::vector<uint8_t> codes(codec.code_bytes(1));
+  codec.encode(key.data(), 1, codes.data());
+  float score = 0;
+  codec.score(q.data(), 1, codes.data(), 1, &score);
+  ASSERT_TRUE(std::isfinite(score));
+  EXPECT_NEAR(score, 128 * 1e4f, 0.3f * 128 * 1e4f);  // one sketch: within a few standard deviations
+}
+
+}  // namespace
+}  // namespace veloxquant
