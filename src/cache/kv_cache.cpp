@@ -94,74 +94,91 @@ struct KVCache::Impl {
   }
 
   // Attention for the `rows` query rows of one KV head; row r belongs to query token
-  // first_token + r / group and sees cache tokens [0, visible(r)).
-  void attend_head(size_t head, const float* q, size_t rows, size_t group, size_t first_token,
-                   size_t nq, AttendPath path, float* out) const;
+  // first_token + r / group and sees cache tokens [0, tokens - nq + first_token + r / group].
+  // Fused: scores and weighted sums straight from the codes.
+  void attend_fused(size_t head, const float* q, size_t rows, size_t group, size_t first_token,
+                    size_t nq, float* out) const;
+  // Reference: decode everything to f32, then plain softmax attention.
+  void attend_reference(size_t head, const float* q, size_t rows, size_t group,
+                        size_t first_token, size_t nq, float* out) const;
 };
 
-void KVCache::Impl::attend_head(size_t head, const float* q, size_t rows, size_t group,
-                                size_t first_token, size_t nq, AttendPath path, float* out) const {
-  const size_t d = shape.head_dim;
+namespace {
+// Per-thread scratch reused across attend calls, so that a long cache does not fault in fresh
+// pages for its score rows at every decode step.
+float* scratch(size_t slot, size_t n) {
+  thread_local std::vector<float> buffers[4];
+  if (buffers[slot].size() < n) buffers[slot].resize(n);
+  return buffers[slot].data();
+}
+
+// A matrix of `rows` rows whose columns [0, split) live in `head` ([rows][split]) and the rest in
+// `tail` ([rows][cols - split]): scores of encoded tokens and of the fp16 tail, without copying.
+struct SplitRows {
+  float* head;
+  float* tail;
+  size_t split, cols;
+  // Copies row r's columns [from, from + n) to dst.
+  void copy(size_t r, size_t from, size_t n, float* dst) const {
+    const size_t in_head = from < split ? std::min(n, split - from) : 0;
+    std::copy_n(head + r * split + from, in_head, dst);
+    if (n > in_head) std::copy_n(tail + r * (cols - split) + (from + in_head - split), n - in_head, dst + in_head);
+  }
+};
+}  // namespace
+
+void KVCache::Impl::attend_fused(size_t head, const float* q, size_t rows, size_t group,
+                                 size_t first_token, size_t nq, float* out) const {
   const Stream& ks = keys[head];
   const Stream& vs = values[head];
-  // Key and value streams may have encoded different numbers of tokens (different block sizes);
-  // each splits into its own encoded part and fp16 tail.
-  std::vector<float> scores(rows * tokens);
-  std::vector<float> part;
-  auto score_stream = [&](const Stream& s, const Codec& c) {
-    part.resize(rows * std::max(s.encoded, s.tail_tokens));
-    if (s.encoded) {
-      c.score(q, rows, s.codes.data(), s.encoded, part.data());
-      for (size_t r = 0; r < rows; ++r) std::copy_n(part.data() + r * s.encoded, s.encoded, scores.data() + r * tokens);
-    }
-    if (s.tail_tokens) {
-      fp16.score(q, rows, s.tail.data(), s.tail_tokens, part.data());
-      for (size_t r = 0; r < rows; ++r)
-        std::copy_n(part.data() + r * s.tail_tokens, s.tail_tokens, scores.data() + r * tokens + s.encoded);
-    }
-  };
-  std::vector<float> kdec, vdec;
-  if (path == AttendPath::Fused) {
-    score_stream(ks, *codecs.key);
-  } else {
-    kdec.resize(tokens * d);
-    decode_stream(ks, *codecs.key, kdec.data());
-    for (size_t r = 0; r < rows; ++r)
-      for (size_t t = 0; t < tokens; ++t) {
-        float s = 0;
-        for (size_t c = 0; c < d; ++c) s += q[r * d + c] * kdec[t * d + c];
-        scores[r * tokens + t] = s;
-      }
-  }
-  // Causal softmax, in place: masked tokens get weight 0.
+  const size_t d = shape.head_dim;
+  const SplitRows s{scratch(0, rows * ks.encoded), scratch(1, rows * ks.tail_tokens), ks.encoded, tokens};
+  if (ks.encoded) codecs.key->score(q, rows, ks.codes.data(), ks.encoded, s.head);
+  if (ks.tail_tokens) fp16.score(q, rows, ks.tail.data(), ks.tail_tokens, s.tail);
+  // Causal softmax in place; masked tokens get weight 0.
   for (size_t r = 0; r < rows; ++r) {
     const size_t visible = tokens - nq + first_token + r / group + 1;
-    float* s = scores.data() + r * tokens;
-    simd::softmax(s, visible);
-    std::fill(s + visible, s + tokens, 0.0f);
+    const size_t in_head = std::min(visible, s.split), in_tail = visible - in_head;
+    float* h = s.head + r * s.split;
+    float* t = s.tail + r * (tokens - s.split);
+    simd::softmax(h, in_head, t, in_tail);
+    std::fill(h + in_head, h + s.split, 0.0f);
+    std::fill(t + in_tail, t + (tokens - s.split), 0.0f);
   }
   std::fill(out, out + rows * d, 0.0f);
-  if (path == AttendPath::Fused) {
-    std::vector<float> w;
-    if (vs.encoded) {
-      w.resize(rows * vs.encoded);
-      for (size_t r = 0; r < rows; ++r) std::copy_n(scores.data() + r * tokens, vs.encoded, w.data() + r * vs.encoded);
-      codecs.value->accumulate(w.data(), rows, vs.codes.data(), vs.encoded, out);
+  // The value stream may split at another token (its block size differs): re-split the weights.
+  SplitRows w = s;
+  if (vs.encoded != ks.encoded) {
+    w = SplitRows{scratch(2, rows * vs.encoded), scratch(3, rows * vs.tail_tokens), vs.encoded, tokens};
+    for (size_t r = 0; r < rows; ++r) {
+      s.copy(r, 0, vs.encoded, w.head + r * vs.encoded);
+      s.copy(r, vs.encoded, vs.tail_tokens, w.tail + r * vs.tail_tokens);
     }
-    if (vs.tail_tokens) {
-      w.resize(rows * vs.tail_tokens);
-      for (size_t r = 0; r < rows; ++r)
-        std::copy_n(scores.data() + r * tokens + vs.encoded, vs.tail_tokens, w.data() + r * vs.tail_tokens);
-      fp16.accumulate(w.data(), rows, vs.tail.data(), vs.tail_tokens, out);
+  }
+  if (vs.encoded) codecs.value->accumulate(w.head, rows, vs.codes.data(), vs.encoded, out);
+  if (vs.tail_tokens) fp16.accumulate(w.tail, rows, vs.tail.data(), vs.tail_tokens, out);
+}
+
+void KVCache::Impl::attend_reference(size_t head, const float* q, size_t rows, size_t group,
+                                     size_t first_token, size_t nq, float* out) const {
+  const size_t d = shape.head_dim;
+  std::vector<float> k(tokens * d), v(tokens * d), scores(tokens);
+  decode_stream(keys[head], *codecs.key, k.data());
+  decode_stream(values[head], *codecs.value, v.data());
+  std::fill(out, out + rows * d, 0.0f);
+  for (size_t r = 0; r < rows; ++r) {
+    const size_t visible = tokens - nq + first_token + r / group + 1;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (size_t t = 0; t < visible; ++t) {
+      float dot = 0;
+      for (size_t c = 0; c < d; ++c) dot += q[r * d + c] * k[t * d + c];
+      scores[t] = dot;
+      mx = std::max(mx, dot);
     }
-  } else {
-    vdec.resize(tokens * d);
-    decode_stream(vs, *codecs.value, vdec.data());
-    for (size_t r = 0; r < rows; ++r)
-      for (size_t t = 0; t < tokens; ++t) {
-        const float p = scores[r * tokens + t];
-        for (size_t c = 0; c < d; ++c) out[r * d + c] += p * vdec[t * d + c];
-      }
+    float sum = 0;
+    for (size_t t = 0; t < visible; ++t) sum += (scores[t] = std::exp(scores[t] - mx));
+    for (size_t t = 0; t < visible; ++t)
+      for (size_t c = 0; c < d; ++c) out[r * d + c] += scores[t] / sum * v[t * d + c];
   }
 }
 
@@ -230,7 +247,8 @@ void KVCache::attend(const TensorView& q, float* out, AttendPath path) const {
       for (size_t g = 0; g < group; ++g)
         for (size_t c = 0; c < d; ++c)
           qs[(i * group + g) * d + c] = qf[((i0 + i) * qh + head * group + g) * d + c] * scale;
-    m.attend_head(head, qs.data(), rows, group, i0, nq, path, o.data());
+    if (path == AttendPath::Fused) m.attend_fused(head, qs.data(), rows, group, i0, nq, o.data());
+    else m.attend_reference(head, qs.data(), rows, group, i0, nq, o.data());
     for (size_t i = 0; i < ni; ++i)
       for (size_t g = 0; g < group; ++g)
         std::copy_n(o.data() + (i * group + g) * d, d, out + ((i0 + i) * qh + head * group + g) * d);

@@ -109,28 +109,51 @@ float max_abs(const float* x, size_t n) {
   return r;
 }
 
-void softmax(float* x, size_t n) {
-  if (n == 0) return;
+namespace {
+float max_of(const float* x, size_t n, float m0) {
   const DF df;
   const size_t L = hn::Lanes(df);
-  auto m = hn::Set(df, x[0]);
+  auto m = hn::Set(df, m0);
   size_t i = 0;
   for (; i + L <= n; i += L) m = hn::Max(m, hn::LoadU(df, x + i));
   float mx = hn::GetLane(hn::MaxOfLanes(df, m));
   for (; i < n; ++i) mx = std::max(mx, x[i]);
+  return mx;
+}
+
+// x = exp(x - mx) in place; returns the sum.
+float exp_shifted(float* x, size_t n, float mx) {
+  const DF df;
+  const size_t L = hn::Lanes(df);
   const auto vmx = hn::Set(df, mx);
   auto sum = hn::Zero(df);
-  for (i = 0; i + L <= n; i += L) {
+  size_t i = 0;
+  for (; i + L <= n; i += L) {
     const auto e = hn::Exp(df, hn::Sub(hn::LoadU(df, x + i), vmx));
     hn::StoreU(e, df, x + i);
     sum = hn::Add(sum, e);
   }
   float total = reduce(df, sum);
   for (; i < n; ++i) total += (x[i] = std::exp(x[i] - mx));
-  const float inv = 1.0f / total;
-  const auto vinv = hn::Set(df, inv);
-  for (i = 0; i + L <= n; i += L) hn::StoreU(hn::Mul(hn::LoadU(df, x + i), vinv), df, x + i);
-  for (; i < n; ++i) x[i] *= inv;
+  return total;
+}
+
+void scale(float* x, size_t n, float s) {
+  const DF df;
+  const size_t L = hn::Lanes(df);
+  const auto vs = hn::Set(df, s);
+  size_t i = 0;
+  for (; i + L <= n; i += L) hn::StoreU(hn::Mul(hn::LoadU(df, x + i), vs), df, x + i);
+  for (; i < n; ++i) x[i] *= s;
+}
+}  // namespace
+
+void softmax(float* a, size_t na, float* b, size_t nb) {
+  const float first = na ? a[0] : b[0];
+  const float mx = max_of(b, nb, max_of(a, na, first));
+  const float inv = 1.0f / (exp_shifted(a, na, mx) + exp_shifted(b, nb, mx));
+  scale(a, na, inv);
+  scale(b, nb, inv);
 }
 
 void axpy(float a, const float* x, float* y, size_t n) {

@@ -10,8 +10,10 @@ namespace veloxquant::simd {
 float dot(const float* a, const float* b, size_t n);
 // max_i |x_i| (0 for n == 0)
 float max_abs(const float* x, size_t n);
-// In place: x[0..n) becomes softmax(x[0..n)) (max subtracted first, so large scores are safe).
-void softmax(float* x, size_t n);
+// In place: the concatenation of a[0..na) and b[0..nb) becomes its softmax (max subtracted
+// first, so large scores are safe). A row of scores may live in two blocks (encoded tokens and
+// the fp16 tail); na + nb >= 1.
+void softmax(float* a, size_t na, float* b = nullptr, size_t nb = 0);
 // y += a * x
 void axpy(float a, const float* x, float* y, size_t n);
 

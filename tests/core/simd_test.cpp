@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <vector>
 
@@ -152,6 +154,29 @@ TEST(Simd, HalfConversionsMatchScalar) {
     }
     EXPECT_EQ(h[n], 0xBEEF);
     EXPECT_EQ(back[n], -1.0f);
+  }
+}
+
+// Softmax over a row split in two blocks equals the softmax of the joined row, and stays finite
+// for scores far beyond exp's range.
+TEST(Simd, SoftmaxOverTwoBlocksMatchesDoublePrecision) {
+  for (size_t na : {0u, 1u, 5u, 16u, 37u}) {
+    for (size_t nb : {0u, 1u, 19u, 64u}) {
+      if (na + nb == 0) continue;
+      auto a = gaussian(na, 100 + na), b = gaussian(nb, 200 + nb);
+      for (auto& v : a) v = 30.0f * v + 500.0f;
+      for (auto& v : b) v = 30.0f * v + 500.0f;
+      std::vector<double> joined(a.begin(), a.end());
+      joined.insert(joined.end(), b.begin(), b.end());
+      const double mx = *std::max_element(joined.begin(), joined.end());
+      double sum = 0;
+      for (auto& v : joined) sum += (v = std::exp(v - mx));
+      simd::softmax(a.data(), na, b.data(), nb);
+      for (size_t i = 0; i < na + nb; ++i) {
+        const float got = i < na ? a[i] : b[i - na];
+        ASSERT_NEAR(got, joined[i] / sum, 1e-6 + 1e-5 * joined[i] / sum) << na << "+" << nb << " at " << i;
+      }
+    }
   }
 }
 

@@ -18,6 +18,11 @@
 #endif
 
 namespace veloxquant::kivi {
+namespace {
+// The folded query is rendered as x = round(q_c scale_c * kFixedScale / peak), |x| <= 32512,
+// then split into int8 terms x = 256 hi + lo for two u8 x s8 dot products.
+constexpr float kFixedScale = 127.0f * 256.0f;
+}  // namespace
 
 void score_key_block_reference(const uint8_t* block, size_t dim, unsigned bits, size_t group,
                               const float* q, size_t nq, float* out, size_t ld) {
@@ -32,11 +37,12 @@ void score_key_block_reference(const uint8_t* block, size_t dim, unsigned bits, 
       peak = std::max(peak, std::fabs(qj[c] * f16_to_f32(halves[c])));
       offset += qj[c] * f16_to_f32(halves[dim + c]);
     }
-    const float inv = peak > 0 ? 127.0f / peak : 0.0f, step = peak / 127.0f;
+    const float inv = peak > 0 ? kFixedScale / peak : 0.0f, step = peak / kFixedScale;
     for (size_t c = 0; c < dim; ++c) {
-      const float v = qj[c] * f16_to_f32(halves[c]) * inv, r = std::nearbyint(v);
-      hi[c] = static_cast<int8_t>(r);
-      lo[c] = static_cast<int8_t>(std::nearbyint((v - r) * 254.0f));
+      const int32_t x = static_cast<int32_t>(std::nearbyint(qj[c] * f16_to_f32(halves[c]) * inv));
+      const int32_t h = (x + 128) >> 8;  // floor division: x = 256 h + l exactly
+      hi[c] = static_cast<int8_t>(h);
+      lo[c] = static_cast<int8_t>(x - 256 * h);
     }
     for (size_t tile = 0; tile < group / kLanes; ++tile) {
       const uint8_t* codes = block + 4 * dim + tile * tile_bytes;
@@ -52,7 +58,7 @@ void score_key_block_reference(const uint8_t* block, size_t dim, unsigned bits, 
             }
           }
         out[j * ld + tile * kLanes + lane] =
-            step * (static_cast<float>(sum_hi) + static_cast<float>(sum_lo) * (1.0f / 254.0f)) + offset;
+            step * (static_cast<float>(sum_hi) * 256.0f + static_cast<float>(sum_lo)) + offset;
       }
     }
   }
@@ -76,28 +82,36 @@ void score_key_block_vnni(const uint8_t* block, size_t dim, unsigned bits, size_
   const size_t rc = key_row_channels(bits), tile_bytes = kLanes * dim * bits / 8;
   const unsigned cpb = codes_per_byte(bits);
   alignas(64) int8_t hi[NQ][512], lo[NQ][512];
+  alignas(64) float folded[NQ][512];
   float step[NQ], offset[NQ];
-  for (size_t j = 0; j < NQ; ++j) {
-    const float* qj = q + j * dim;
-    __m512 peak = _mm512_setzero_ps(), off = _mm512_setzero_ps();
-    for (size_t c = 0; c < dim; c += 16) {
-      const __m512 qv = _mm512_loadu_ps(qj + c);
-      const __m512 s = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(halves + c)));
-      const __m512 m = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(halves + dim + c)));
-      peak = _mm512_max_ps(peak, _mm512_abs_ps(_mm512_mul_ps(qv, s)));
-      off = _mm512_fmadd_ps(qv, m, off);
+  // Pass 1: folded query q * scale, its peak, and q . min; the block's scales are converted once
+  // for all queries.
+  __m512 peak[NQ], off[NQ];
+  for (size_t j = 0; j < NQ; ++j) peak[j] = off[j] = _mm512_setzero_ps();
+  for (size_t c = 0; c < dim; c += 16) {
+    const __m512 s = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(halves + c)));
+    const __m512 m = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(halves + dim + c)));
+    for (size_t j = 0; j < NQ; ++j) {
+      const __m512 qv = _mm512_loadu_ps(q + j * dim + c);
+      const __m512 f = _mm512_mul_ps(qv, s);
+      _mm512_store_ps(folded[j] + c, f);
+      peak[j] = _mm512_max_ps(peak[j], _mm512_abs_ps(f));
+      off[j] = _mm512_fmadd_ps(qv, m, off[j]);
     }
-    const float pk = _mm512_reduce_max_ps(peak);
-    offset[j] = _mm512_reduce_add_ps(off);
-    step[j] = pk / 127.0f;
-    const __m512 inv = _mm512_set1_ps(pk > 0 ? 127.0f / pk : 0.0f), k254 = _mm512_set1_ps(254.0f);
+  }
+  // Pass 2: x = round(f * 32512 / peak) as a 16-bit fixed-point value, split exactly into
+  // x = 256 hi + lo with hi in [-127, 127] and lo in [-128, 127].
+  for (size_t j = 0; j < NQ; ++j) {
+    const float pk = _mm512_reduce_max_ps(peak[j]);
+    offset[j] = _mm512_reduce_add_ps(off[j]);
+    step[j] = pk / kFixedScale;
+    const __m512 inv = _mm512_set1_ps(pk > 0 ? kFixedScale / pk : 0.0f);
     for (size_t c = 0; c < dim; c += 16) {
-      const __m512 s = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(halves + c)));
-      const __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(qj + c), s), inv);
-      const __m512 r = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(hi[j] + c), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(r)));
-      const __m512 l = _mm512_mul_ps(_mm512_sub_ps(v, r), k254);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(lo[j] + c), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(l)));
+      const __m512i x = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(folded[j] + c), inv));
+      const __m512i h = _mm512_srai_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(128)), 8);
+      const __m512i l = _mm512_sub_epi32(x, _mm512_slli_epi32(h, 8));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(hi[j] + c), _mm512_cvtsepi32_epi8(h));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(lo[j] + c), _mm512_cvtsepi32_epi8(l));
     }
   }
   const __m512i mask = _mm512_set1_epi8(static_cast<char>((1u << bits) - 1u));
@@ -118,8 +132,8 @@ void score_key_block_vnni(const uint8_t* block, size_t dim, unsigned bits, size_
       }
     }
     for (size_t j = 0; j < NQ; ++j) {
-      const __m512 total = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum_lo[j]), _mm512_set1_ps(1.0f / 254.0f),
-                                           _mm512_cvtepi32_ps(sum_hi[j]));
+      const __m512 total = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum_hi[j]), _mm512_set1_ps(256.0f),
+                                           _mm512_cvtepi32_ps(sum_lo[j]));
       _mm512_storeu_ps(out + j * ld + tile * kLanes,
                        _mm512_fmadd_ps(total, _mm512_set1_ps(step[j]), _mm512_set1_ps(offset[j])));
     }

@@ -8,7 +8,7 @@ namespace veloxquant::kivi {
 
 // out[j * ld + t] = q_j . k_t for the `group` tokens of the block and nq <= 4 queries q ([nq][dim]).
 // Within a block q . k_t = sum_c (q_c scale_c) code_tc + sum_c q_c min_c; the folded query
-// q_c scale_c is written as step * (hi_c + lo_c / 254) with int8 hi, lo (15-bit precision), so the
+// q_c scale_c is written as step * (256 hi_c + lo_c) with int8 hi, lo (15-bit precision), so the
 // codes are summed by u8 x s8 dot products, 16 tokens per instruction, read once for all queries.
 void score_key_block(const uint8_t* block, size_t dim, unsigned bits, size_t group, const float* q,
                      size_t nq, float* out, size_t ld);

@@ -19,6 +19,10 @@
 
 namespace veloxquant::kivi {
 namespace {
+// Folded weights are rendered as x = round(w scale * kFixedScale / peak), 0 <= x <= 32512, then
+// split into int8 terms x = 256 hi + lo for two u8 x s8 dot products.
+constexpr float kFixedScale = 127.0f * 256.0f;
+
 size_t quad_bytes(size_t dim, unsigned bits) { return 4 * dim * bits / 8; }
 }  // namespace
 
@@ -41,13 +45,14 @@ void accumulate_value_span_reference(const uint8_t* blocks, size_t block_bytes, 
           peak = std::max(peak, wj[s * 4 + t] * param(s, g * 4 + t));
           offset[j * groups + g] += wj[s * 4 + t] * param(s, 4 * groups + g * 4 + t);
         }
-      const float inv = peak > 0 ? 127.0f / peak : 0.0f;
+      const float inv = peak > 0 ? kFixedScale / peak : 0.0f;
       for (size_t s = 0; s < quads; ++s)
         for (size_t t = 0; t < 4; ++t) {
           const size_t k = (s * groups + g) * 4 + t;
-          const float v = wj[s * 4 + t] * param(s, g * 4 + t) * inv, r = std::nearbyint(v);
-          hi[k] = static_cast<int8_t>(r);
-          lo[k] = static_cast<int8_t>(std::nearbyint((v - r) * 254.0f));
+          const int32_t x = static_cast<int32_t>(std::nearbyint(wj[s * 4 + t] * param(s, g * 4 + t) * inv));
+          const int32_t h = (x + 128) >> 8;  // floor division: x = 256 h + l exactly
+          hi[k] = static_cast<int8_t>(h);
+          lo[k] = static_cast<int8_t>(x - 256 * h);
         }
       std::fill(acc_hi.begin(), acc_hi.end(), 0);
       std::fill(acc_lo.begin(), acc_lo.end(), 0);
@@ -60,8 +65,8 @@ void accumulate_value_span_reference(const uint8_t* blocks, size_t block_bytes, 
           }
       }
       for (size_t c = g * group; c < (g + 1) * group; ++c) {
-        out[j * dim + c] += peak / 127.0f *
-                            (static_cast<float>(acc_hi[c]) + static_cast<float>(acc_lo[c]) * (1.0f / 254.0f));
+        out[j * dim + c] += peak / kFixedScale *
+                            (static_cast<float>(acc_hi[c]) * 256.0f + static_cast<float>(acc_lo[c]));
       }
     }
   }
@@ -97,21 +102,21 @@ void accumulate_vnni(const uint8_t* blocks, size_t block_bytes, size_t quads, si
       off[j] = _mm512_fmadd_ps(w4, mins, off[j]);
     }
   }
-  // Pass 2: two int8 terms per weight (hi + lo / 254), laid out as the integer kernel reads them.
+  // Pass 2: two int8 terms per weight (x = 256 hi + lo), laid out as the integer kernel reads them.
   alignas(64) int8_t hi[NQ][kQuadsPerSpan][16], lo[NQ][kQuadsPerSpan][16];
   __m512 unit[NQ];
   for (size_t j = 0; j < NQ; ++j) {
     __m512 p = _mm512_max_ps(peak[j], _mm512_permute_ps(peak[j], 0xb1));  // max within lane pairs
     p = _mm512_max_ps(p, _mm512_permute_ps(p, 0x4e));                      // then within 4-lane groups
-    unit[j] = _mm512_mul_ps(p, _mm512_set1_ps(1.0f / 127.0f));
+    unit[j] = _mm512_mul_ps(p, _mm512_set1_ps(1.0f / kFixedScale));
     const __mmask16 live = _mm512_cmp_ps_mask(p, _mm512_setzero_ps(), _CMP_GT_OQ);
-    const __m512 inv = _mm512_maskz_div_ps(live, _mm512_set1_ps(127.0f), p);
+    const __m512 inv = _mm512_maskz_div_ps(live, _mm512_set1_ps(kFixedScale), p);
     for (size_t s = 0; s < quads; ++s) {
-      const __m512 v = _mm512_mul_ps(folded[j][s], inv);
-      const __m512 r = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      _mm_store_si128(reinterpret_cast<__m128i*>(hi[j][s]), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(r)));
-      const __m512 l = _mm512_mul_ps(_mm512_sub_ps(v, r), _mm512_set1_ps(254.0f));
-      _mm_store_si128(reinterpret_cast<__m128i*>(lo[j][s]), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(l)));
+      const __m512i x = _mm512_cvtps_epi32(_mm512_mul_ps(folded[j][s], inv));
+      const __m512i h = _mm512_srai_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(128)), 8);
+      const __m512i l = _mm512_sub_epi32(x, _mm512_slli_epi32(h, 8));
+      _mm_store_si128(reinterpret_cast<__m128i*>(hi[j][s]), _mm512_cvtsepi32_epi8(h));
+      _mm_store_si128(reinterpret_cast<__m128i*>(lo[j][s]), _mm512_cvtsepi32_epi8(l));
     }
     for (size_t g = 0; g < groups; ++g) offset[j * groups + g] += lanes_sum_block(off[j], static_cast<int>(g));
   }
@@ -139,8 +144,8 @@ void accumulate_vnni(const uint8_t* blocks, size_t block_bytes, size_t quads, si
       }
       for (size_t j = 0; j < NQ; ++j) {
         float* o = out + j * dim + c0;
-        const __m512 total = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum_lo[j]), _mm512_set1_ps(1.0f / 254.0f),
-                                             _mm512_cvtepi32_ps(sum_hi[j]));
+        const __m512 total = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum_hi[j]), _mm512_set1_ps(256.0f),
+                                             _mm512_cvtepi32_ps(sum_lo[j]));
         _mm512_storeu_ps(o, _mm512_fmadd_ps(total, _mm512_set1_ps(units[j][4 * g]), _mm512_loadu_ps(o)));
       }
     }

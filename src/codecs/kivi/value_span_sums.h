@@ -13,7 +13,7 @@ inline constexpr size_t kQuadsPerSpan = 16;  // 64 tokens share one int8 weight 
 // (row j at w + j * ldw, 4 weights per block):
 //   out[j * dim + c]      += sum_t w_jt scale_tg code_tc      (g = c / group)
 //   offset[j * groups + g] += sum_t w_jt min_tg
-// The folded weights w_jt scale_tg (>= 0) are written as unit * (hi + lo / 254) with int8 hi, lo
+// The folded weights w_jt scale_tg (>= 0) are written as unit * (256 hi + lo) with int8 hi, lo
 // (15-bit precision; one unit per row and group over the span, so a sink token's large weight
 // does not round its neighbours' small weights away), then summed against the codes by u8 x s8
 // dot products.
