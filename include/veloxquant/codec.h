@@ -25,6 +25,12 @@ class Codec {
   // once per stream.
   virtual size_t state_bytes() const = 0;
 
+  // Calibration: codecs with learned parameters (codebooks, smoothing factors) fit them to
+  // representative samples ([n, dim]) before the first encode. Tuning-free codecs (every method
+  // of the foundation release) need none: needs_fit() is false and fit() changes nothing.
+  virtual bool needs_fit() const { return false; }
+  virtual void fit(const float* /*samples*/, size_t /*n*/) {}
+
   // x: [n, dim] row-major. REQUIRES: n % block_tokens() == 0, values finite.
   virtual void encode(const float* x, size_t n, uint8_t* codes) const = 0;
   virtual void decode(const uint8_t* codes, size_t n, float* x) const = 0;

@@ -140,6 +140,21 @@ TEST_P(Conformance, SameSeedSameBytes) {
   ASSERT_EQ(0, std::memcmp(oa.data(), ob.data(), oa.size() * sizeof(float)));
 }
 
+// Tuning-free methods: fitting is a no-op, so encoding is the same before and after.
+TEST_P(Conformance, FitChangesNothingForTuningFreeCodecs) {
+  const Spec spec = parse_spec(GetParam());
+  const LayerCodecs c = spec.method->make(spec.params, LayerShape{kHeads, kDim, 0, 4});
+  const SyntheticKV w = make_synthetic_kv(64, 1, kDim, 1, 1, 8);
+  for (Codec* codec : {c.key.get(), c.value.get()}) {
+    ASSERT_FALSE(codec->needs_fit());
+    std::vector<uint8_t> before(codec->code_bytes(64)), after(before.size());
+    codec->encode(w.keys.data(), 64, before.data());
+    codec->fit(w.values.data(), 64);
+    codec->encode(w.keys.data(), 64, after.data());
+    EXPECT_EQ(before, after);
+  }
+}
+
 TEST_P(Conformance, RejectsBadInput) {
   KVCache cache(GetParam(), LayerShape{kHeads, kDim, 0, 0});
   std::vector<float> good(4 * kHeads * kDim, 0.5f), bad = good;
