@@ -5,24 +5,12 @@
 #include <cstring>
 #include <vector>
 
+#include "codecs/kivi/fixed_point.h"
 #include "codecs/kivi/lane_tiles.h"
 #include "veloxquant/tensor.h"
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
-// GCC 12 flags its own AVX-512 intrinsics (the _mm512_undefined_* idiom) as uninitialized.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#define VELOXQUANT_KIVI_VNNI 1
-#endif
 
 namespace veloxquant::kivi {
-namespace {
-// The folded query is rendered as x = round(q_c scale_c * kFixedScale / peak), |x| <= 32512,
-// then split into int8 terms x = 256 hi + lo for two u8 x s8 dot products.
-constexpr float kFixedScale = 127.0f * 256.0f;
-}  // namespace
 
 void score_key_block_reference(const uint8_t* block, size_t dim, unsigned bits, size_t group,
                               const float* q, size_t nq, float* out, size_t ld) {
@@ -39,10 +27,7 @@ void score_key_block_reference(const uint8_t* block, size_t dim, unsigned bits, 
     }
     const float inv = peak > 0 ? kFixedScale / peak : 0.0f, step = peak / kFixedScale;
     for (size_t c = 0; c < dim; ++c) {
-      const int32_t x = static_cast<int32_t>(std::nearbyint(qj[c] * f16_to_f32(halves[c]) * inv));
-      const int32_t h = (x + 128) >> 8;  // floor division: x = 256 h + l exactly
-      hi[c] = static_cast<int8_t>(h);
-      lo[c] = static_cast<int8_t>(x - 256 * h);
+      split_fixed(static_cast<int32_t>(std::nearbyint(qj[c] * f16_to_f32(halves[c]) * inv)), hi[c], lo[c]);
     }
     for (size_t tile = 0; tile < group / kLanes; ++tile) {
       const uint8_t* codes = block + 4 * dim + tile * tile_bytes;
@@ -99,8 +84,7 @@ void score_key_block_vnni(const uint8_t* block, size_t dim, unsigned bits, size_
       off[j] = _mm512_fmadd_ps(qv, m, off[j]);
     }
   }
-  // Pass 2: x = round(f * 32512 / peak) as a 16-bit fixed-point value, split exactly into
-  // x = 256 hi + lo with hi in [-127, 127] and lo in [-128, 127].
+  // Pass 2: the fixed-point split of fixed_point.h, 16 channels at a time.
   for (size_t j = 0; j < NQ; ++j) {
     const float pk = _mm512_reduce_max_ps(peak[j]);
     offset[j] = _mm512_reduce_add_ps(off[j]);

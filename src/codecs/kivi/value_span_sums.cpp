@@ -5,24 +5,13 @@
 #include <cstring>
 #include <vector>
 
+#include "codecs/kivi/fixed_point.h"
 #include "codecs/kivi/lane_tiles.h"
 #include "veloxquant/tensor.h"
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
-// GCC 12 flags its own AVX-512 intrinsics (the _mm512_undefined_* idiom) as uninitialized.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#define VELOXQUANT_KIVI_VNNI 1
-#endif
 
 namespace veloxquant::kivi {
 namespace {
-// Folded weights are rendered as x = round(w scale * kFixedScale / peak), 0 <= x <= 32512, then
-// split into int8 terms x = 256 hi + lo for two u8 x s8 dot products.
-constexpr float kFixedScale = 127.0f * 256.0f;
-
 size_t quad_bytes(size_t dim, unsigned bits) { return 4 * dim * bits / 8; }
 }  // namespace
 
@@ -49,10 +38,7 @@ void accumulate_value_span_reference(const uint8_t* blocks, size_t block_bytes, 
       for (size_t s = 0; s < quads; ++s)
         for (size_t t = 0; t < 4; ++t) {
           const size_t k = (s * groups + g) * 4 + t;
-          const int32_t x = static_cast<int32_t>(std::nearbyint(wj[s * 4 + t] * param(s, g * 4 + t) * inv));
-          const int32_t h = (x + 128) >> 8;  // floor division: x = 256 h + l exactly
-          hi[k] = static_cast<int8_t>(h);
-          lo[k] = static_cast<int8_t>(x - 256 * h);
+          split_fixed(static_cast<int32_t>(std::nearbyint(wj[s * 4 + t] * param(s, g * 4 + t) * inv)), hi[k], lo[k]);
         }
       std::fill(acc_hi.begin(), acc_hi.end(), 0);
       std::fill(acc_lo.begin(), acc_lo.end(), 0);
