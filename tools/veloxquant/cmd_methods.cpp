@@ -1,6 +1,8 @@
 // `veloxquant methods`: the catalogue of registered methods with parameters and measured bits.
 #include <fmt/core.h>
 
+#include <algorithm>
+
 #include "commands.h"
 #include "veloxquant/method.h"
 
@@ -32,7 +34,9 @@ Command add_methods_command(CLI::App& app) {
       fmt::print("{}  [{}]  {:.2f} bits/element (K+V, head_dim 128, 4096 tokens, defaults)\n",
                  m.name, m.family, measured_bits(m));
       fmt::print("    {}\n    paper: {}\n", m.summary, m.paper);
-      for (const auto& p : m.params) fmt::print("    {:<10} {:<24} {}\n", p.name, p.describe(), p.help);
+      size_t width = 0;
+      for (const auto& p : m.params) width = std::max(width, p.name.size());
+      for (const auto& p : m.params) fmt::print("    {:<{}}  {:<24} {}\n", p.name, width, p.describe(), p.help);
       fmt::print("\n");
     }
   };
