@@ -11,5 +11,6 @@ using Command = std::function<void()>;
 
 Command add_methods_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
+Command add_inspect_command(CLI::App& app);
 
 }  // namespace veloxquant::cli

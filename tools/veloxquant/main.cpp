@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   };
   add(veloxquant::cli::add_methods_command);
   add(veloxquant::cli::add_bench_command);
+  add(veloxquant::cli::add_inspect_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
