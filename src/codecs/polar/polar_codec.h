@@ -51,6 +51,12 @@ class PolarCodec final : public Codec {
   };
   // Reconstructs n tokens in the rotated frame (no inverse rotation).
   void decode_rotated(const uint8_t* codes, size_t n, float* y) const;
+  // The rotated-frame score / accumulate of the first tokens, 16 at a time (one per lane) where
+  // AVX-512 is available and the codes fit its 16-entry table lookups. Return how many tokens they
+  // did (a multiple of 16, 0 elsewhere); the callers decode the rest.
+  size_t score_lanes(const float* rq, size_t nq, const uint8_t* codes, size_t n, float* scores) const;
+  size_t accumulate_lanes(const float* w, size_t nq, const uint8_t* codes, size_t n, float* acc) const;
+  struct Lanes;  // their per-call state (polar_codec.cpp)
 
   PolarConfig cfg_;
   size_t block_ = 16, blocks_ = 8, radius_offset_ = 0, token_bytes_ = 0;
