@@ -179,6 +179,27 @@ INSTANTIATE_TEST_SUITE_P(Shapes, QjlCodecShapes,
                                            std::make_tuple(64, 72, 3), std::make_tuple(96, 40, 0),
                                            std::make_tuple(300, 128, 4)));
 
+// Long streams: the fused score runs in spans of tokens (256 without outliers) and in groups of
+// four records per pass; neither boundary may change a score.
+TEST(QjlKeys, FusedScoreMatchesOnLongStreams) {
+  for (const size_t outliers : {size_t{0}, size_t{8}}) {
+    QjlKeyConfig cfg;  // d = 128, m = 256
+    cfg.outliers = outliers;
+    cfg.seed = 5;
+    const QjlKeyCodec codec(cfg);
+    const size_t d = cfg.dim, n = 19 * 32 + (outliers ? 0 : 3), nq = 5;
+    const std::vector<float> keys = gaussian(n * d, 12), q = gaussian(nq * d, 13);
+    std::vector<uint8_t> codes(codec.code_bytes(n));
+    codec.encode(keys.data(), n, codes.data());
+    std::vector<float> fused(nq * n), reference(nq * n);
+    codec.score(q.data(), nq, codes.data(), n, fused.data());
+    codec.Codec::score(q.data(), nq, codes.data(), n, reference.data());
+    // Relative to the scale of the scores: |q| |k| is about d for unit-variance entries.
+    for (size_t i = 0; i < nq * n; ++i)
+      EXPECT_NEAR(fused[i], reference[i], 1e-4 * double(d)) << outliers << "," << i;
+  }
+}
+
 TEST(QjlKeys, ByteLayoutIsExactAndAdditive) {
   QjlKeyConfig cfg;  // d = 128, m = 256, 8 outliers with 128 bits, groups of 32
   const QjlKeyCodec codec(cfg);

@@ -82,10 +82,13 @@ size_t QjlKeyCodec::token_bytes() const {
 
 size_t QjlKeyCodec::code_bytes(size_t n) const { return n / block_ * block_bytes(); }
 
+size_t QjlKeyCodec::outlier_channel(const uint8_t* block, size_t j) const {
+  return index_bytes_ == 1 ? block[j] : load_u16(block + 2 * j);
+}
+
 std::vector<uint32_t> QjlKeyCodec::read_outliers(const uint8_t* block) const {
   std::vector<uint32_t> idx(cfg_.outliers);
-  for (size_t j = 0; j < cfg_.outliers; ++j)
-    idx[j] = index_bytes_ == 1 ? block[j] : load_u16(block + 2 * j);
+  for (size_t j = 0; j < cfg_.outliers; ++j) idx[j] = static_cast<uint32_t>(outlier_channel(block, j));
   return idx;
 }
 
@@ -157,7 +160,9 @@ void QjlKeyCodec::add_reconstruction(const uint8_t* bits, size_t m, float scale,
     size_t nu = 1;
     while (nu < 4 && c0 + nu < d && keep[c0 + nu]) ++nu;
     float masked[4];
-    qjl::masked_sums(proj_t_.data() + c0 * stride, nu, stride, bits, m, masked);
+    const float one = 1;
+    qjl::weighted_masked_sums({bits, 0, 1, m, 0, &one, nullptr}, proj_t_.data() + c0 * stride, nullptr,
+                              nu, stride, masked);
     for (size_t j = 0; j < nu; ++j) out[c0 + j] += scale * (2 * masked[j] - totals[c0 + j]);
     c0 += nu;
   }
@@ -183,51 +188,66 @@ void QjlKeyCodec::decode(const uint8_t* codes, size_t n, float* x) const {
   }
 }
 
+// Per call: S q for every query and its total. Per block the outlier channels O change, so
+// v = S q_O (the outlier part of q) is rebuilt from |O| columns of S and u = S q - v; the totals
+// follow from the column sums of S without another pass. Then one pass of weighted masked sums
+// over the block's bits scores four queries at a time.
 void QjlKeyCodec::score(const float* q, size_t nq, const uint8_t* codes, size_t n,
                         float* scores) const {
   const size_t d = cfg_.dim, m = cfg_.proj, mo = cfg_.outlier_proj;
-  // S q once per call for every query.
-  std::vector<float> sq(nq * m, 0.0f);
+  std::vector<float> sq(nq * m, 0.0f), sq_total(nq, 0.0f);
   for (size_t i = 0; i < nq; ++i)
-    for (size_t c = 0; c < d; ++c) simd::axpy(q[i * d + c], proj_t_.data() + c * m, sq.data() + i * m, m);
-  // Per block: u = S (inlier part of q), v = S (outlier part of q), and their totals.
-  std::vector<float> u(nq * m), v(split_ ? nq * m : 0), u_total(nq), v_total(nq);
+    for (size_t c = 0; c < d; ++c) {
+      simd::axpy(q[i * d + c], proj_t_.data() + c * m, sq.data() + i * m, m);
+      sq_total[i] += q[i * d + c] * col_total_[c];
+    }
+  std::vector<float> u(split_ ? nq * m : 0), v(split_ ? nq * m : 0), u_total(nq), v_total(nq, 0.0f);
+  // Tokens per run of masked sums: a block with outliers (u changes per block), else up to 256.
+  const size_t run = split_ ? block_ : std::min<size_t>(n, 256);
+  std::vector<float> sums(run * 4), w_in(run), w_out(run, 0.0f);  // without outliers w_out stays 0
+  const size_t no = cfg_.outliers;
+  std::vector<const float*> col(no);  // the block's outlier columns of S
+  std::vector<float> qo(nq * no);     // the queries at the block's outlier channels
   const float scale_in = norm_in_ * kSqrtHalfPi / float(m);
   const float scale_out = split_ ? norm_out_ * kSqrtHalfPi / float(mo) : 0;
-  for (size_t b = 0; b < n / block_; ++b) {
-    const uint8_t* block = codes + b * block_bytes();
+  const uint8_t* block = codes;
+  for (size_t t0 = 0; t0 < n; t0 += run, block += run / block_ * block_bytes()) {
+    const size_t rows = std::min(run, n - t0);
+    const float* ui = sq.data();
     if (split_) {
-      const std::vector<uint32_t> out_channels = read_outliers(block);
-      std::fill(v.begin(), v.end(), 0.0f);
+      for (size_t j = 0; j < no; ++j) col[j] = proj_t_.data() + outlier_channel(block, j) * m;
       for (size_t i = 0; i < nq; ++i) {
-        float* vi = v.data() + i * m;
-        for (uint32_t c : out_channels) simd::axpy(q[i * d + c], proj_t_.data() + c * m, vi, m);
-        for (size_t j = 0; j < m; ++j) u[i * m + j] = sq[i * m + j] - vi[j];
-        v_total[i] = std::accumulate(vi, vi + mo, 0.0f);
-      }
-    } else if (b == 0) {
-      std::copy(sq.begin(), sq.end(), u.begin());
-    }
-    if (split_ || b == 0)
-      for (size_t i = 0; i < nq; ++i) u_total[i] = std::accumulate(u.data() + i * m, u.data() + (i + 1) * m, 0.0f);
-
-    const uint8_t* rec = block + header_bytes();
-    for (size_t t = 0; t < block_; ++t, rec += token_bytes()) {
-      const size_t tok = b * block_ + t;
-      const uint8_t* norms = rec + m / 8 + (split_ ? mo / 8 : 0);
-      const float w_in = scale_in * f16_to_f32(load_u16(norms));
-      const float w_out = split_ ? scale_out * f16_to_f32(load_u16(norms + 2)) : 0.0f;
-      for (size_t i0 = 0; i0 < nq; i0 += 4) {
-        const size_t nu = std::min<size_t>(4, nq - i0);
-        float in[4], out[4] = {0, 0, 0, 0};
-        qjl::masked_sums(u.data() + i0 * m, nu, m, rec, m, in);
-        if (split_) qjl::masked_sums(v.data() + i0 * m, nu, m, rec + m / 8, mo, out);
-        for (size_t j = 0; j < nu; ++j) {
-          const size_t i = i0 + j;
-          float s = w_in * (2 * in[j] - u_total[i]);
-          if (split_) s += w_out * (2 * out[j] - v_total[i]);
-          scores[i * n + tok] = s;
+        u_total[i] = sq_total[i];
+        v_total[i] = 0;
+        for (size_t j = 0; j < no; ++j) {
+          const size_t c = outlier_channel(block, j);
+          const float qc = qo[i * no + j] = q[i * d + c];
+          u_total[i] -= qc * col_total_[c];
+          v_total[i] += qc * col_total_out_[c];
         }
+      }
+      qjl::outlier_sketch(col.data(), qo.data(), no, nq, sq.data(), m, v.data(), u.data());
+      ui = u.data();
+    } else {
+      std::copy(sq_total.begin(), sq_total.end(), u_total.begin());
+    }
+    const uint8_t* rec = block + header_bytes();
+    const uint8_t* norms = rec + m / 8 + (split_ ? mo / 8 : 0);
+    // Weights carry the 2 of 2 * masked_sum - total.
+    for (size_t t = 0; t < rows; ++t) {
+      w_in[t] = 2 * scale_in * f16_to_f32(load_u16(norms + t * token_bytes()));
+      if (split_) w_out[t] = 2 * scale_out * f16_to_f32(load_u16(norms + t * token_bytes() + 2));
+    }
+    const qjl::SignRows sign_rows{rec, token_bytes(), rows, m, split_ ? mo : 0, w_in.data(), w_out.data()};
+    for (size_t i0 = 0; i0 < nq; i0 += 4) {
+      const size_t nu = std::min<size_t>(4, nq - i0);
+      qjl::weighted_masked_sums(sign_rows, ui + i0 * m, split_ ? v.data() + i0 * m : nullptr, nu, m,
+                                sums.data());
+      for (size_t j = 0; j < nu; ++j) {
+        const float* a = sums.data() + j * rows;
+        const float ut = u_total[i0 + j] / 2, vt = v_total[i0 + j] / 2;
+        float* dst = scores + (i0 + j) * n + t0;
+        for (size_t t = 0; t < rows; ++t) dst[t] = a[t] - w_in[t] * ut - w_out[t] * vt;
       }
     }
   }

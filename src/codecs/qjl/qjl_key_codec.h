@@ -52,6 +52,7 @@ class QjlKeyCodec final : public Codec {
   size_t header_bytes() const { return cfg_.outliers * index_bytes_; }
   size_t token_bytes() const;
   size_t block_bytes() const { return header_bytes() + block_ * token_bytes(); }
+  size_t outlier_channel(const uint8_t* block, size_t j) const;  // j-th index of the header
   std::vector<uint32_t> read_outliers(const uint8_t* block) const;
   void encode_block(const float* x, uint8_t* block) const;
   // Adds scale * sum_{i < m} sign_i S[i, c] to out[c] for the channels c with keep[c] set;
@@ -64,8 +65,8 @@ class QjlKeyCodec final : public Codec {
   size_t index_bytes_ = 1;  // bytes per outlier channel index (2 when dim > 256)
   bool split_ = false;      // outliers > 0
   std::vector<float> proj_t_;  // S transposed: row c is column c of S (m floats)
-  std::vector<float> col_total_, col_total_out_;
-  float norm_in_ = 1, norm_out_ = 1;  // sqrt(channels) of each part: stored RMS -> norm  // column sums of S over its first proj / outlier_proj rows
+  std::vector<float> col_total_, col_total_out_;  // column sums of S over its first proj / outlier_proj rows
+  float norm_in_ = 1, norm_out_ = 1;  // sqrt(channels) of each part: stored RMS -> norm
 };
 
 }  // namespace veloxquant
