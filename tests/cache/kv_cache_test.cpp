@@ -9,16 +9,12 @@
 #include "veloxquant/cache.h"
 #include "veloxquant/error.h"
 #include "veloxquant/tensor.h"
+#include "test_data.h"
 
 namespace veloxquant {
 namespace {
 
-std::vector<float> gaussian(size_t n, uint64_t seed, double sigma = 1.0) {
-  Rng r(seed);
-  std::vector<float> x(n);
-  for (auto& v : x) v = static_cast<float>(sigma * r.normal());
-  return x;
-}
+using test::gaussian;
 
 float round_f16(float x) { return f16_to_f32(f32_to_f16(x)); }
 

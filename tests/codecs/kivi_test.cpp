@@ -14,16 +14,12 @@
 #include "eval/synthetic_kv.h"
 #include "veloxquant/cache.h"
 #include "veloxquant/error.h"
+#include "test_data.h"
 
 namespace veloxquant::kivi {
 namespace {
 
-std::vector<float> gaussian(size_t n, uint64_t seed, double scale = 1.0) {
-  Rng rng(seed);
-  std::vector<float> x(n);
-  for (auto& v : x) v = static_cast<float>(scale * rng.normal());
-  return x;
-}
+using test::gaussian;
 
 const uint16_t* halves(const uint8_t* p) { return reinterpret_cast<const uint16_t*>(p); }
 

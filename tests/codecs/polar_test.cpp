@@ -13,16 +13,12 @@
 #include "core/rng.h"
 #include "veloxquant/cache.h"
 #include "veloxquant/error.h"
+#include "test_data.h"
 
 namespace veloxquant {
 namespace {
 
-std::vector<float> gaussian(size_t n, uint64_t seed, float sigma = 1.0f) {
-  Rng rng(seed);
-  std::vector<float> v(n);
-  for (auto& x : v) x = sigma * static_cast<float>(rng.normal());
-  return v;
-}
+using test::gaussian;
 
 // Keys with the features that make plain quantization hard: a few large offset channels.
 std::vector<float> outlier_keys(size_t n, size_t d, uint64_t seed) {

@@ -11,16 +11,12 @@
 #include "veloxquant/cache.h"
 #include "veloxquant/error.h"
 #include "veloxquant/method.h"
+#include "test_data.h"
 
 namespace veloxquant {
 namespace {
 
-std::vector<float> gaussian(size_t n, uint64_t seed, float sigma = 1.0f) {
-  Rng rng(seed);
-  std::vector<float> v(n);
-  for (auto& x : v) x = sigma * static_cast<float>(rng.normal());
-  return v;
-}
+using test::gaussian;
 
 double dot(const float* a, const float* b, size_t n) {
   double s = 0;

@@ -7,16 +7,12 @@
 #include "core/rng.h"
 #include "core/rotation.h"
 #include "veloxquant/error.h"
+#include "test_data.h"
 
 namespace veloxquant {
 namespace {
 
-std::vector<float> gaussian(size_t n, uint64_t seed) {
-  Rng r(seed);
-  std::vector<float> x(n);
-  for (auto& v : x) v = static_cast<float>(r.normal());
-  return x;
-}
+using test::gaussian;
 
 double dotd(const float* a, const float* b, size_t n) {
   double s = 0;

@@ -8,18 +8,14 @@
 #include "core/rng.h"
 #include "core/simd.h"
 #include "veloxquant/tensor.h"
+#include "test_data.h"
 
 namespace veloxquant {
 namespace {
 
 const size_t kDims[] = {1, 2, 3, 7, 8, 15, 16, 17, 31, 64, 100, 128, 131};
 
-std::vector<float> gaussian(size_t n, uint64_t seed) {
-  Rng r(seed);
-  std::vector<float> x(n);
-  for (auto& v : x) v = static_cast<float>(r.normal());
-  return x;
-}
+using test::gaussian;
 
 std::vector<uint16_t> halves(const std::vector<float>& x) {
   std::vector<uint16_t> h(x.size());

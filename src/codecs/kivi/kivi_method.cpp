@@ -1,4 +1,3 @@
-#include <algorithm>
 #include <string>
 
 #include "codecs/kivi/kivi_key_codec.h"
@@ -8,15 +7,6 @@
 
 namespace veloxquant {
 namespace {
-
-unsigned checked_bits(const Params& p, const char* name) {
-  const long b = p.get_int(name);
-  if (b != 2 && b != 4 && b != 8) {
-    throw SpecError("kivi: " + std::string(name) + "=" + std::to_string(b) +
-                    " is not supported; expected 2, 4 or 8 (codes are packed whole per byte)");
-  }
-  return static_cast<unsigned>(b);
-}
 
 void require(bool ok, const std::string& what) {
   if (!ok) throw SpecError("kivi: " + what);
@@ -38,19 +28,17 @@ MethodInfo kivi_method() {
       ParamDef::integer("residual", 128, 0, 1 << 20, "most recent tokens kept in fp16"),
   };
   m.make = [](const Params& p, const LayerShape& s) {
-    const unsigned kb = checked_bits(p, "kbits"), vb = checked_bits(p, "vbits");
-    const size_t group = static_cast<size_t>(p.get_int("group")), d = s.head_dim;
-    require(group % 16 == 0, "group=" + std::to_string(group) + " is not a multiple of 16");
-    const size_t vgroup = std::min(group, d);
-    require(d % (32 / kb) == 0, "head_dim " + std::to_string(d) + " is not a multiple of " +
-                                    std::to_string(32 / kb) + " (needed for kbits=" + std::to_string(kb) + ")");
-    require(d % (128 / vb) == 0 && vgroup % 16 == 0 && d % vgroup == 0,
-            "head_dim " + std::to_string(d) + " with vbits=" + std::to_string(vb) + ", group=" +
-                std::to_string(group) + ": expected head_dim a multiple of " + std::to_string(128 / vb) +
-                " and of the value group min(group, head_dim), itself a multiple of 16");
+    const long group = p.get_int("group");
+    const size_t d = s.head_dim;
     LayerCodecs c;
-    c.key = std::make_unique<kivi::KiviKeyCodec>(d, kb, group);
-    c.value = std::make_unique<kivi::KiviValueCodec>(d, vb, group);
+    // Values first: their check also covers the bit widths and the group rule keys share.
+    c.value = kivi::KiviValueCodec::create("kivi", d, p.get_int("vbits"), "vbits", group, "group");
+    const long kb = p.get_int("kbits");
+    require(kb == 2 || kb == 4 || kb == 8,
+            "kbits=" + std::to_string(kb) + " is not supported; expected 2, 4 or 8 (codes are packed whole per byte)");
+    require(d % static_cast<size_t>(32 / kb) == 0, "head_dim " + std::to_string(d) + " is not a multiple of " +
+                                                      std::to_string(32 / kb) + " (needed for kbits=" + std::to_string(kb) + ")");
+    c.key = std::make_unique<kivi::KiviKeyCodec>(d, static_cast<unsigned>(kb), static_cast<size_t>(group));
     c.residual = static_cast<size_t>(p.get_int("residual"));
     return c;
   };

@@ -6,11 +6,33 @@
 
 #include "codecs/kivi/affine_grid.h"
 #include "codecs/kivi/lane_tiles.h"
+#include "veloxquant/error.h"
 
 namespace veloxquant::kivi {
 KiviValueCodec::KiviValueCodec(size_t dim, unsigned bits, size_t group)
     : dim_(dim), group_(std::min(group, dim)), groups_(dim / std::min(group, dim)),
       quad_bytes_(4 * dim * bits / 8), block_bytes_(quad_bytes_ + 4 * groups_ * 4), bits_(bits) {}
+
+std::unique_ptr<KiviValueCodec> KiviValueCodec::create(const std::string& method, size_t dim,
+                                                       long bits, const char* bits_name, long group,
+                                                       const char* group_name) {
+  const std::string at = method + ": ";
+  if (bits != 2 && bits != 4 && bits != 8) {
+    throw SpecError(at + bits_name + "=" + std::to_string(bits) +
+                    " is not supported; expected 2, 4 or 8 (codes are packed whole per byte)");
+  }
+  if (group % 16 != 0) {
+    throw SpecError(at + group_name + "=" + std::to_string(group) + " is not a multiple of 16");
+  }
+  const size_t g = std::min(static_cast<size_t>(group), dim), lanes = 128 / static_cast<size_t>(bits);
+  if (g % 16 != 0 || dim % g != 0 || dim % lanes != 0) {
+    throw SpecError(at + "head_dim " + std::to_string(dim) + " with " + bits_name + "=" +
+                    std::to_string(bits) + ", " + group_name + "=" + std::to_string(group) +
+                    ": expected head_dim a multiple of " + std::to_string(lanes) +
+                    " and of the value group min(" + group_name + ", head_dim), itself a multiple of 16");
+  }
+  return std::make_unique<KiviValueCodec>(dim, static_cast<unsigned>(bits), static_cast<size_t>(group));
+}
 
 void KiviValueCodec::encode(const float* x, size_t n, uint8_t* codes) const {
   const size_t d = dim_;

@@ -3,6 +3,9 @@
 // Block of 4 tokens: one value quad of codes, then fp16 scale[groups][4], fp16 min[groups][4].
 #pragma once
 
+#include <memory>
+#include <string>
+
 #include "veloxquant/codec.h"
 
 namespace veloxquant::kivi {
@@ -12,6 +15,11 @@ class KiviValueCodec final : public Codec {
   // REQUIRES (checked by the method): bits in {2, 4, 8}; group % 16 == 0 and dim % group == 0;
   // dim % (128 / bits) == 0. A group larger than dim means one group per token.
   KiviValueCodec(size_t dim, unsigned bits, size_t group);
+  // Checks those requirements for a method's parameters and throws SpecError naming the method,
+  // the parameter and the rule it breaks. Shared by every method that stores KIVI values.
+  static std::unique_ptr<KiviValueCodec> create(const std::string& method, size_t dim, long bits,
+                                                const char* bits_name, long group,
+                                                const char* group_name);
   size_t dim() const override { return dim_; }
   size_t block_tokens() const override { return 4; }
   size_t code_bytes(size_t n) const override { return n / 4 * block_bytes_; }

@@ -11,23 +11,6 @@ namespace {
 
 constexpr uint64_t kKeyProjectionStream = 0x716a6c;  // "qjl"
 
-// KiviValueCodec's preconditions, checked here so that a bad spec is a SpecError naming the value.
-void check_values(size_t dim, long bits, long group) {
-  const std::string at = "qjl: head_dim " + std::to_string(dim);
-  if (group % 16 != 0) {
-    throw SpecError("qjl: vgroup=" + std::to_string(group) + "; expected a multiple of 16");
-  }
-  if (static_cast<size_t>(group) <= dim && dim % static_cast<size_t>(group) != 0) {
-    throw SpecError(at + " is not a multiple of vgroup=" + std::to_string(group) +
-                    "; expected vgroup to divide head_dim (or exceed it)");
-  }
-  const size_t quad = 128 / static_cast<size_t>(bits);
-  if (dim % quad != 0) {
-    throw SpecError(at + " with vbits=" + std::to_string(bits) + " needs head_dim a multiple of " +
-                    std::to_string(quad));
-  }
-}
-
 }  // namespace
 
 MethodInfo qjl_method() {
@@ -51,8 +34,6 @@ MethodInfo qjl_method() {
       ParamDef::integer("residual", 128, 0, 1 << 20, "most recent tokens kept in fp16"),
   };
   m.make = [](const Params& p, const LayerShape& s) {
-    const long vbits = std::stol(p.get_choice("vbits")), vgroup = p.get_int("vgroup");
-    check_values(s.head_dim, vbits, vgroup);
     QjlKeyConfig k;
     k.dim = s.head_dim;
     k.proj = static_cast<size_t>(p.get_int("proj"));
@@ -62,8 +43,8 @@ MethodInfo qjl_method() {
     k.seed = derive_seed(s.seed, {static_cast<uint64_t>(s.layer), kKeyProjectionStream});
     LayerCodecs c;
     c.key = std::make_unique<QjlKeyCodec>(k);
-    c.value = std::make_unique<kivi::KiviValueCodec>(s.head_dim, static_cast<unsigned>(vbits),
-                                                     static_cast<size_t>(vgroup));
+    c.value = kivi::KiviValueCodec::create("qjl", s.head_dim, std::stol(p.get_choice("vbits")), "vbits",
+                                           p.get_int("vgroup"), "vgroup");
     c.residual = static_cast<size_t>(p.get_int("residual"));
     return c;
   };
