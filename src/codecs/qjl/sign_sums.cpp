@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "core/sum_lanes4.h"
+
 namespace veloxquant::qjl {
 namespace hn = hwy::HWY_NAMESPACE;
 
@@ -20,28 +22,6 @@ float scalar_masked_sum(const float* u, const uint8_t* bits, size_t begin, size_
   return s;
 }
 
-// out[j] = sum of the lanes of v[j], j < 4: two rounds of in-block interleaves leave every 128-bit
-// block holding its four partial sums side by side, then the blocks are folded in halves; far
-// fewer shuffles than four separate reductions.
-template <class D>
-HWY_INLINE void store_block_sums(D d, hn::Vec<D> v, float* out) {
-  if constexpr (hn::MaxLanes(D()) > 4) {
-    const hn::Half<D> dh;
-    store_block_sums(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)), out);
-  } else {
-    hn::StoreU(v, d, out);
-  }
-}
-HWY_INLINE void sum_lanes4(const VF* v, float* out) {
-  const DF df;
-  const hn::Repartition<double, DF> dd;
-  const VF p = hn::Add(hn::InterleaveLower(df, v[0], v[1]), hn::InterleaveUpper(df, v[0], v[1]));
-  const VF q = hn::Add(hn::InterleaveLower(df, v[2], v[3]), hn::InterleaveUpper(df, v[2], v[3]));
-  const auto pd = hn::BitCast(dd, p), qd = hn::BitCast(dd, q);
-  store_block_sums(df, hn::Add(hn::BitCast(df, hn::InterleaveLower(dd, pd, qd)),
-                               hn::BitCast(df, hn::InterleaveUpper(dd, pd, qd))),
-                   out);
-}
 
 // Each run of Lanes bits becomes a lane mask, and the masked lanes of u are added to the record's
 // sums (one masked add per vector of u). After the first bit string the sums are scaled by wa,
@@ -95,7 +75,7 @@ void vector_rows(const SignRows& R, const float* u, const float* v, size_t strid
     }
     for (size_t r = 0; r < live; ++r) {
       float s[4];
-      sum_lanes4(acc[r], s);
+      simd::sum_lanes4(DF(), acc[r], s);
       for (size_t j = 0; j < NU; ++j) {
         float tail = R.wa[at[r]] * scalar_masked_sum(u + j * stride, row[r], a_end, R.m);
         if (R.mb) tail += R.wb[at[r]] * scalar_masked_sum(v + j * stride, row[r] + R.m / 8, b_end, R.mb);

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/bitpack.h"
+#include "core/sum_lanes4.h"
 #include "veloxquant/error.h"
 
 namespace veloxquant::turboquant {
@@ -142,32 +143,6 @@ HWY_INLINE VF lookup(VF table_vec, const float* table, VU code) {
   }
 }
 
-// out[0..3] = sum of the lanes of v[0..3]: two rounds of in-block interleaves leave, in every
-// 128-bit block, that block's four partial sums side by side; then the blocks are folded in
-// halves. Far fewer shuffles than four independent reductions.
-template <class D>
-HWY_INLINE void store_block_sums(D d, hn::Vec<D> v, float* out) {
-  if constexpr (hn::MaxLanes(D()) > 4) {
-    const hn::Half<D> dh;
-    store_block_sums(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)), out);
-  } else {
-    hn::StoreU(v, d, out);
-  }
-}
-HWY_INLINE void sum_lanes4(const VF* v, float* out) {
-  const DF df;
-  if constexpr (hn::MaxLanes(DF()) < 4) {
-    for (size_t i = 0; i < 4; ++i) out[i] = reduce(df, v[i]);
-  } else {
-    const hn::Repartition<double, DF> dd;
-    const VF p = hn::Add(hn::InterleaveLower(df, v[0], v[1]), hn::InterleaveUpper(df, v[0], v[1]));
-    const VF q = hn::Add(hn::InterleaveLower(df, v[2], v[3]), hn::InterleaveUpper(df, v[2], v[3]));
-    const auto pd = hn::BitCast(dd, p), qd = hn::BitCast(dd, q);
-    const VF r = hn::Add(hn::BitCast(df, hn::InterleaveLower(dd, pd, qd)),
-                         hn::BitCast(df, hn::InterleaveUpper(dd, pd, qd)));
-    store_block_sums(df, r, out);
-  }
-}
 
 // scores[i][t] = scale_t * sum over positions of qk_i * table[code_t]. Several rows at a time
 // share every query load, and their M x kRows independent sums keep the FMA pipes busy (4 rows
@@ -212,7 +187,7 @@ void dot_rows(const Loop& L, size_t rows, const float* qk, size_t positions, flo
     }
     for (size_t r = 0; r < live; ++r) {
       float s[4];
-      sum_lanes4(acc[r], s);
+      simd::sum_lanes4(DF(), acc[r], s);
       const float scale = row_scale(L, t + r);
       for (size_t i = 0; i < M; ++i) out[i][t + r] = s[i] * scale;
     }

@@ -91,7 +91,7 @@ MethodInfo turboquant_rvq_method() {
   MethodInfo m;
   m.name = "turboquant_rvq";
   m.family = "turboquant";
-  m.paper = kPaper + std::string(" (two-stage residual variant of VeloxQuant-MLX)");
+  m.paper = kPaper + std::string(" (two-stage residual variant)");
   m.summary = "random rotation, then Gaussian and Laplacian Lloyd-Max stages on the residual; "
               "no calibration";
   m.params = {
