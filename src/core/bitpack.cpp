@@ -5,6 +5,7 @@
 namespace veloxquant {
 
 void pack_bits(const uint8_t* codes, size_t n, unsigned bits, uint8_t* out) {
+  if (n == 0) return;  // empty spans may come with null pointers, which memcpy/memset forbid
   const size_t nbytes = packed_bytes(n, bits);
   if (bits == 8) {
     std::memcpy(out, codes, n);
@@ -27,6 +28,7 @@ void pack_bits(const uint8_t* codes, size_t n, unsigned bits, uint8_t* out) {
 }
 
 void unpack_bits(const uint8_t* packed, size_t n, unsigned bits, uint8_t* codes) {
+  if (n == 0) return;
   if (bits == 8) {
     std::memcpy(codes, packed, n);
     return;
