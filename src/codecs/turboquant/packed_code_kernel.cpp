@@ -144,11 +144,60 @@ HWY_INLINE VF lookup(VF table_vec, const float* table, VU code) {
 }
 
 
-// scores[i][t] = scale_t * sum over positions of qk_i * table[code_t]. Several rows at a time
-// share every query load, and their M x kRows independent sums keep the FMA pipes busy (4 rows
-// with 32 vector registers, 2 with 16).
+// A SignTerm for one block of rows and up to kMaxQueries queries.
+struct SignLoop {
+  const uint8_t* bits;   // sign bits of the block's first row, pack_bits order
+  size_t stride;
+  size_t vectors;        // SIMD vectors of coordinates, natural order
+  const float* sketch;   // 2 (S q)_i in natural order, zero-padded, [M, positions]
+  size_t positions;
+  const float* totals;
+  const uint8_t* rhos;   // f32 rho of the block's first row, then every record_stride
+  size_t record_stride;
+  float factor;
+};
+
+// Sign bits of coordinates v * N .. v * N + N - 1 as a lane mask, loaded straight from the row.
+HWY_INLINE hn::Mask<DF> sign_mask(const uint8_t* row, size_t v) {
+  const DF df;
+  const size_t bit = v * hn::Lanes(df);
+  if (bit % 8 == 0) return hn::LoadMaskBits(df, row + bit / 8);
+  const uint8_t part = static_cast<uint8_t>(row[bit / 8] >> (bit % 8));  // vectors under 8 lanes
+  return hn::LoadMaskBits(df, &part);
+}
+
+// acc[r][i] += factor * rho_r * sum_c sketch_i[c] * z_r[c] over the sign bits z_r of row at[r]:
+// one masked FMA per vector, adding sketch_i only where the bit is set.
+template <size_t M, size_t kRows>
+HWY_INLINE void add_sign_bits(const SignLoop& S, const size_t* at, VF (*acc)[4]) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  const uint8_t* row[kRows];
+  VF w[kRows];
+  for (size_t r = 0; r < kRows; ++r) {
+    row[r] = S.bits + at[r] * S.stride;
+    w[r] = hn::Set(df, S.factor * load_f32(S.rhos + at[r] * S.record_stride));
+  }
+  for (size_t v = 0; v < S.vectors; ++v) {
+    hn::Mask<DF> set[kRows];
+#pragma GCC unroll 4
+    for (size_t r = 0; r < kRows; ++r) set[r] = sign_mask(row[r], v);
+#pragma GCC unroll 4
+    for (size_t i = 0; i < M; ++i) {
+      const VF si = hn::LoadU(df, S.sketch + i * S.positions + v * N);
+#pragma GCC unroll 4
+      for (size_t r = 0; r < kRows; ++r)
+        acc[r][i] = hn::IfThenElse(set[r], hn::MulAdd(si, w[r], acc[r][i]), acc[r][i]);
+    }
+  }
+}
+
+// scores[i][t] = scale_t * sum over positions of qk_i * table[code_t], plus the sign term when
+// S is given. Several rows at a time share every query load, and their M x kRows independent
+// sums keep the FMA pipes busy (4 rows with 32 vector registers, 2 with 16).
 template <unsigned B, size_t M>
-void dot_rows(const Loop& L, size_t rows, const float* qk, size_t positions, float* const* out) {
+void dot_rows(const Loop& L, const SignLoop* S, size_t rows, const float* qk, size_t positions,
+              float* const* out) {
   constexpr unsigned K = kCodesPerByte<B>;
   const DF df;
   const size_t N = hn::Lanes(df);
@@ -159,8 +208,12 @@ void dot_rows(const Loop& L, size_t rows, const float* qk, size_t positions, flo
   for (size_t t = 0; t < rows; t += kRows) {
     const size_t live = std::min(kRows, rows - t);
     // Past the last row, the last row is repeated and its duplicate sums are discarded.
+    size_t at[kRows];
     const uint8_t* row[kRows];
-    for (size_t r = 0; r < kRows; ++r) row[r] = L.codes + (t + std::min(r, live - 1)) * L.stride;
+    for (size_t r = 0; r < kRows; ++r) {
+      at[r] = t + std::min(r, live - 1);
+      row[r] = L.codes + at[r] * L.stride;
+    }
     VF acc[kRows][4];
 #pragma GCC unroll 4
     for (size_t r = 0; r < kRows; ++r)
@@ -185,11 +238,22 @@ void dot_rows(const Loop& L, size_t rows, const float* qk, size_t positions, flo
         }
       });
     }
+    // Scaled before the sign sums join them, so one reduction per row serves both terms.
+#pragma GCC unroll 4
+    for (size_t r = 0; r < kRows; ++r) {
+      const VF scale = hn::Set(df, row_scale(L, at[r]));
+#pragma GCC unroll 4
+      for (size_t i = 0; i < M; ++i) acc[r][i] = hn::Mul(acc[r][i], scale);
+    }
+    if (S) add_sign_bits<M, kRows>(*S, at, acc);
     for (size_t r = 0; r < live; ++r) {
       float s[4];
       simd::sum_lanes4(DF(), acc[r], s);
-      const float scale = row_scale(L, t + r);
-      for (size_t i = 0; i < M; ++i) out[i][t + r] = s[i] * scale;
+      if (S) {
+        const float w = S->factor * load_f32(S->rhos + (t + r) * S->record_stride);
+        for (size_t i = 0; i < M; ++i) s[i] -= w * S->totals[i];
+      }
+      for (size_t i = 0; i < M; ++i) out[i][t + r] = s[i];
     }
   }
 }
@@ -273,8 +337,9 @@ void dispatch(unsigned bits, size_t m, Args&&... args) {
 
 template <unsigned B, size_t M>
 struct DotRows {
-  static void run(const Loop& L, size_t rows, const float* qk, size_t positions, float* const* out) {
-    dot_rows<B, M>(L, rows, qk, positions, out);
+  static void run(const Loop& L, const SignLoop* S, size_t rows, const float* qk, size_t positions,
+                  float* const* out) {
+    dot_rows<B, M>(L, S, rows, qk, positions, out);
   }
 };
 template <unsigned B, size_t M>
@@ -357,19 +422,33 @@ PackedCodeKernel::Block PackedCodeKernel::view_block(const uint8_t* records, siz
 }
 
 void PackedCodeKernel::dot(const float* qk, size_t nq, const uint8_t* records, size_t n,
-                           const RecordFormat& f, float factor, float* scores) const {
-  std::vector<uint8_t> scratch;
+                           const RecordFormat& f, float factor, float* scores,
+                           const SignTerm* signs) const {
+  std::vector<uint8_t> scratch, sign_scratch;
   for (size_t t0 = 0; t0 < n; t0 += kBlockTokens) {
     const size_t m = std::min(kBlockTokens, n - t0);
     const Block b = view_block(records, n, t0, m, f, scratch);
     const Loop L{b.codes, b.stride, vectors_, table_.data(),
                  records + t0 * f.stride + f.scale_offset, f.stride, factor};
+    SignLoop S{};
+    if (signs) {
+      // The 1-bit kernel's rows cover every byte the natural-order mask loads read.
+      const PackedCodeKernel& k = *signs->kernel;
+      const Block sb = k.view_block(records, n, t0, m, signs->format, sign_scratch);
+      S = {sb.codes, sb.stride, (k.dim_ + lanes() - 1) / lanes(), nullptr, k.positions_, nullptr,
+           records + t0 * signs->format.stride + signs->format.scale_offset,
+           signs->format.stride, signs->factor};
+    }
     for (size_t i0 = 0; i0 < nq; i0 += kMaxQueries) {
       const size_t mq = std::min(kMaxQueries, nq - i0);
       float* out[kMaxQueries];
       for (size_t i = 0; i < mq; ++i) out[i] = scores + (i0 + i) * n + t0;
-      dispatch<DotRows>(layout_bits_, mq, L, m, qk + i0 * positions_, positions_,
-                        static_cast<float* const*>(out));
+      if (signs) {
+        S.sketch = signs->twice_sketch + i0 * S.positions;
+        S.totals = signs->totals + i0;
+      }
+      dispatch<DotRows>(layout_bits_, mq, L, static_cast<const SignLoop*>(signs ? &S : nullptr), m,
+                        qk + i0 * positions_, positions_, static_cast<float* const*>(out));
     }
   }
 }

@@ -24,6 +24,21 @@ struct RecordFormat {
   size_t code_offset = 0;   // packed codes, pack_bits layout
 };
 
+class PackedCodeKernel;
+
+// The QJL half of a turboquant_prod record, scored in the same pass as its MSE codes:
+// factor * rho_t * sum_c (S q)_i[c] * (+1 or -1 by sign bit c). With z in {0, 1} that is
+// factor * rho_t * (sum_c 2 (S q)_i[c] z_c - totals_i), so each set bit costs one masked FMA.
+// The sign bits are read in natural order, a lane mask straight from the packed bytes.
+struct SignTerm {
+  const PackedCodeKernel* kernel;  // 1-bit kernel over the sign bits: sizes and bounds
+  const float* twice_sketch;       // 2 (S q)_i in natural order, zero-padded to
+                                   // kernel->positions(): [nq, kernel->positions()]
+  const float* totals;             // sum_c (S q)_i[c], per query
+  RecordFormat format;             // scale: rho; codes: the sign bits
+  float factor;
+};
+
 class PackedCodeKernel {
  public:
   // REQUIRES: dim >= 1, 1 <= bits <= 8, table.size() == 2^bits, finite entries.
@@ -39,9 +54,10 @@ class PackedCodeKernel {
   void add_natural_order(const float* xk, float* x) const;
 
   // scores[i * n + t] = factor * scale_t * sum_c qk_i[c] * table[code_t[c]], for nq queries
-  // given in kernel order (qk: [nq, positions()]) and n records.
+  // given in kernel order (qk: [nq, positions()]) and n records. With signs, each score also
+  // gets the sign term of its record, summed in the same per-token reduction.
   void dot(const float* qk, size_t nq, const uint8_t* records, size_t n, const RecordFormat& f,
-           float factor, float* scores) const;
+           float factor, float* scores, const SignTerm* signs = nullptr) const;
   // acck[i * positions() + p] += factor * sum_t w[i * n + t] * scale_t * table[code_t[p]], the
   // weighted sum of the records in kernel order.
   void accumulate(const float* w, size_t nq, const uint8_t* records, size_t n,

@@ -104,23 +104,34 @@ void TurboQuantProdCodec::decode(const uint8_t* codes, size_t n, float* x) const
 }
 
 // q . x = ||x|| (R q) . y_mse + sqrt(pi/2)/dim * rho * (S R q) . z: per call the queries are
-// rotated and sketched once, then both terms are table lookups over the codes.
+// rotated and sketched once, then one pass over each record's codes and sign bits sums both terms.
 void TurboQuantProdCodec::score(const float* q, size_t nq, const uint8_t* codes, size_t n,
                                 float* scores) const {
   const size_t P = sign_kernel_.positions();
-  std::vector<float> rotated(q, q + nq * dim_), sq(dim_), qk(nq * P);
+  std::vector<float> rotated(q, q + nq * dim_), sq(dim_), qk(nq * P), totals(nq);
   rotation_.forward(rotated.data(), nq);
-  for (size_t i = 0; i < nq; ++i) {
-    sketch(rotated.data() + i * dim_, sq.data());
-    sign_kernel_.to_kernel_order(sq.data(), qk.data() + i * P);
+  if (!mse_kernel_) {
+    for (size_t i = 0; i < nq; ++i) {
+      sketch(rotated.data() + i * dim_, sq.data());
+      sign_kernel_.to_kernel_order(sq.data(), qk.data() + i * P);
+    }
+    sign_kernel_.dot(qk.data(), nq, codes, n, sign_format_, qjl_factor_, scores);
+    return;
   }
-  sign_kernel_.dot(qk.data(), nq, codes, n, sign_format_, qjl_factor_, scores);
-  if (!mse_kernel_) return;
+  // The fused kernel wants 2 S q in natural order and the sum of S q (see SignTerm).
   const size_t M = mse_kernel_->positions();
-  std::vector<float> mk(nq * M), part(nq * n);
-  for (size_t i = 0; i < nq; ++i) mse_kernel_->to_kernel_order(rotated.data() + i * dim_, mk.data() + i * M);
-  mse_kernel_->dot(mk.data(), nq, codes, n, mse_format_, 1.0f, part.data());
-  for (size_t i = 0; i < nq * n; ++i) scores[i] += part[i];
+  std::vector<float> mk(nq * M);
+  for (size_t i = 0; i < nq; ++i) {
+    float* twice = qk.data() + i * P;
+    sketch(rotated.data() + i * dim_, twice);
+    for (size_t c = 0; c < dim_; ++c) {
+      totals[i] += twice[c];
+      twice[c] *= 2;
+    }
+    mse_kernel_->to_kernel_order(rotated.data() + i * dim_, mk.data() + i * M);
+  }
+  const SignTerm signs{&sign_kernel_, qk.data(), totals.data(), sign_format_, qjl_factor_};
+  mse_kernel_->dot(mk.data(), nq, codes, n, mse_format_, 1.0f, scores, &signs);
 }
 
 // sum_t w_t x_t = R^T (sum_t w_t ||x_t|| y_mse,t + S^T sum_t w_t sqrt(pi/2)/dim rho_t z_t).
