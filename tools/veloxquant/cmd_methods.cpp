@@ -9,12 +9,16 @@
 namespace veloxquant::cli {
 namespace {
 
+constexpr size_t kTokens = 4096, kDim = 128;
+
+LayerCodecs default_codecs(const MethodInfo& m) {
+  return m.make(parse_spec(m.name).params, LayerShape{1, kDim, 0, 0});
+}
+
 // Bits per element of K+V at default parameters, measured from code_bytes() on a long stream
 // (head_dim 128, 4096 tokens) with the residual window counted as fp16.
-double measured_bits(const MethodInfo& m) {
-  const size_t tokens = 4096, d = 128;
-  const Spec spec = parse_spec(m.name);
-  const LayerCodecs c = m.make(spec.params, LayerShape{1, d, 0, 0});
+double measured_bits(const LayerCodecs& c) {
+  const size_t tokens = kTokens, d = kDim;
   auto stream_bytes = [&](const Codec& codec) {
     const size_t stored = std::min(tokens, c.residual);
     size_t encoded = (tokens - stored) / codec.block_tokens() * codec.block_tokens();
@@ -31,9 +35,14 @@ Command add_methods_command(CLI::App& app) {
   return [cmd] {
     (void)cmd;
     for (const auto& m : registered_methods()) {
+      const LayerCodecs c = default_codecs(m);
       fmt::print("{}  [{}]  {:.2f} bits/element (K+V, head_dim 128, 4096 tokens, defaults)\n",
-                 m.name, m.family, measured_bits(m));
+                 m.name, m.family, measured_bits(c));
       fmt::print("    {}\n    paper: {}\n", m.summary, m.paper);
+      // Whether attention reads the codes directly on this build, or decodes them first.
+      auto mode = [](bool fused) { return fused ? "on the codes" : "after decoding"; };
+      fmt::print("    attention: scores {}, value sums {}\n", mode(c.key->fused_score()),
+                 mode(c.value->fused_accumulate()));
       size_t width = 0;
       for (const auto& p : m.params) width = std::max(width, p.name.size());
       for (const auto& p : m.params) fmt::print("    {:<{}}  {:<24} {}\n", p.name, width, p.describe(), p.help);

@@ -318,8 +318,11 @@ size_t PolarCodec::accumulate_lanes(const float* w, size_t nq, const uint8_t* co
   }
   return done;
 }
+
+bool PolarCodec::fused_score() const { return Lanes::fit(*this); }
 #else
 // Elsewhere every token goes through decode_rotated().
+bool PolarCodec::fused_score() const { return false; }
 size_t PolarCodec::score_lanes(const float*, size_t, const uint8_t*, size_t, float*) const { return 0; }
 size_t PolarCodec::accumulate_lanes(const float*, size_t, const uint8_t*, size_t, float*) const { return 0; }
 #endif
