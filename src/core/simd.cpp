@@ -98,17 +98,6 @@ float dot(const float* a, const float* b, size_t n) {
   return s;
 }
 
-float max_abs(const float* x, size_t n) {
-  const DF df;
-  const size_t L = hn::Lanes(df);
-  auto m = hn::Zero(df);
-  size_t i = 0;
-  for (; i + L <= n; i += L) m = hn::Max(m, hn::Abs(hn::LoadU(df, x + i)));
-  float r = hn::GetLane(hn::MaxOfLanes(df, m));
-  for (; i < n; ++i) r = std::max(r, std::fabs(x[i]));
-  return r;
-}
-
 namespace {
 float max_of(const float* x, size_t n, float m0) {
   const DF df;

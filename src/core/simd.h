@@ -8,8 +8,6 @@
 namespace veloxquant::simd {
 
 float dot(const float* a, const float* b, size_t n);
-// max_i |x_i| (0 for n == 0)
-float max_abs(const float* x, size_t n);
 // In place: the concatenation of a[0..na) and b[0..nb) becomes its softmax (max subtracted
 // first, so large scores are safe). A row of scores may live in two blocks (encoded tokens and
 // the fp16 tail); na + nb >= 1.
