@@ -1,9 +1,13 @@
-// The conformance suite: every registered method, default parameters, the same checks.
+// The conformance suite: every registered method, default parameters, the same checks, at
+// head_dim 128 and at head sizes real models have that the methods' fast layouts do not fit:
+// 8 (stories260K) and 80 (not a multiple of 64, nor of a 32-channel value group).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
+#include <tuple>
 
 #include "eval/synthetic_kv.h"
 #include "veloxquant/cache.h"
@@ -12,11 +16,14 @@
 namespace veloxquant {
 namespace {
 
-constexpr size_t kHeads = 2, kDim = 128, kGroup = 4;
+constexpr size_t kHeads = 2, kGroup = 4;
 
-class Conformance : public ::testing::TestWithParam<std::string> {
+// (method name, head_dim)
+class Conformance : public ::testing::TestWithParam<std::tuple<std::string, size_t>> {
  protected:
-  const MethodInfo& method() const { return find_method(GetParam()); }
+  const std::string& name() const { return std::get<0>(GetParam()); }  // also its default spec
+  const MethodInfo& method() const { return find_method(name()); }
+  size_t dim() const { return std::get<1>(GetParam()); }
 
   static KVCache filled(const std::string& spec, const SyntheticKV& w, size_t chunk, uint64_t seed) {
     KVCache cache(spec, LayerShape{w.kv_heads, w.head_dim, 0, seed});
@@ -54,7 +61,7 @@ TEST_P(Conformance, DeclaresParametersAndPaper) {
 }
 
 TEST_P(Conformance, SpecRoundTrips) {
-  const Spec s = parse_spec(GetParam());
+  const Spec s = parse_spec(name());
   EXPECT_EQ(parse_spec(s.to_string()), s);
   EXPECT_EQ(parse_spec(s.to_string()).to_string(), s.to_string());
 }
@@ -75,7 +82,8 @@ TEST_P(Conformance, RejectsOutOfRangeAndUnknownParameters) {
 }
 
 TEST_P(Conformance, AcceptsEveryDtypeAndKeepsShapes) {
-  const SyntheticKV w = make_synthetic_kv(37, kHeads, kDim, kGroup, 3, 1);
+  const size_t hd = dim();
+  const SyntheticKV w = make_synthetic_kv(37, kHeads, hd, kGroup, 3, 1);
   for (DType t : {DType::F32, DType::F16, DType::BF16}) {
     std::vector<uint16_t> k16(w.keys.size()), v16(w.values.size());
     for (size_t i = 0; i < k16.size(); ++i) {
@@ -84,42 +92,44 @@ TEST_P(Conformance, AcceptsEveryDtypeAndKeepsShapes) {
     }
     const void* kp = t == DType::F32 ? static_cast<const void*>(w.keys.data()) : k16.data();
     const void* vp = t == DType::F32 ? static_cast<const void*>(w.values.data()) : v16.data();
-    KVCache cache(GetParam(), LayerShape{kHeads, kDim, 0, 7});
-    cache.append(TensorView::of(kp, t, {w.tokens, kHeads, kDim}), TensorView::of(vp, t, {w.tokens, kHeads, kDim}));
+    KVCache cache(name(), LayerShape{kHeads, hd, 0, 7});
+    cache.append(TensorView::of(kp, t, {w.tokens, kHeads, hd}), TensorView::of(vp, t, {w.tokens, kHeads, hd}));
     EXPECT_EQ(cache.tokens(), w.tokens);
-    EXPECT_EQ(cache.decode_keys().size(), w.tokens * kHeads * kDim);
-    EXPECT_EQ(cache.decode_values().size(), w.tokens * kHeads * kDim);
-    std::vector<float> out(3 * w.q_heads * kDim);
-    cache.attend(TensorView::f32(w.queries.data(), {3, w.q_heads, kDim}), out.data());
+    EXPECT_EQ(cache.decode_keys().size(), w.tokens * kHeads * hd);
+    EXPECT_EQ(cache.decode_values().size(), w.tokens * kHeads * hd);
+    std::vector<float> out(3 * w.q_heads * hd);
+    cache.attend(TensorView::f32(w.queries.data(), {3, w.q_heads, hd}), out.data());
     for (float x : out) ASSERT_TRUE(std::isfinite(x)) << dtype_name(t);
   }
 }
 
 // bytes() must equal codes + fp16 residual + shared state, whatever the append chunking.
 TEST_P(Conformance, CountsBytesExactly) {
-  const Spec spec = parse_spec(GetParam());
-  const LayerShape shape{kHeads, kDim, 0, 5};
+  const size_t hd = dim();
+  const Spec spec = parse_spec(name());
+  const LayerShape shape{kHeads, hd, 0, 5};
   const LayerCodecs c = spec.method->make(spec.params, shape);
   for (size_t tokens : {1, 15, 64, 300, 1000}) {
     for (size_t chunk : {1, 7, 256}) {
       if (tokens > 300 && chunk == 1) continue;
-      const SyntheticKV w = make_synthetic_kv(tokens, kHeads, kDim, kGroup, 1, tokens);
-      const KVCache cache = filled(GetParam(), w, chunk, 5);
+      const SyntheticKV w = make_synthetic_kv(tokens, kHeads, hd, kGroup, 1, tokens);
+      const KVCache cache = filled(name(), w, chunk, 5);
       auto expected = [&](const Codec& codec) {
         const size_t b = codec.block_tokens();
         const size_t enc = tokens >= c.residual ? (tokens - c.residual) / b * b : 0;
-        return kHeads * (codec.code_bytes(enc) + (tokens - enc) * kDim * 2) + codec.state_bytes();
+        return kHeads * (codec.code_bytes(enc) + (tokens - enc) * hd * 2) + codec.state_bytes();
       };
       EXPECT_EQ(cache.key_bytes(), expected(*c.key)) << tokens << " tokens, chunk " << chunk;
       EXPECT_EQ(cache.value_bytes(), expected(*c.value)) << tokens << " tokens, chunk " << chunk;
-      EXPECT_EQ(cache.fp16_bytes(), 4 * tokens * kHeads * kDim);
+      EXPECT_EQ(cache.fp16_bytes(), 4 * tokens * kHeads * hd);
     }
   }
 }
 
 TEST_P(Conformance, CodeBytesAreAdditive) {
-  const Spec spec = parse_spec(GetParam());
-  const LayerCodecs c = spec.method->make(spec.params, LayerShape{kHeads, kDim, 0, 0});
+  const size_t hd = dim();
+  const Spec spec = parse_spec(name());
+  const LayerCodecs c = spec.method->make(spec.params, LayerShape{kHeads, hd, 0, 0});
   for (const Codec* codec : {c.key.get(), c.value.get()}) {
     const size_t b = codec->block_tokens();
     EXPECT_EQ(codec->code_bytes(0), 0u);
@@ -129,22 +139,24 @@ TEST_P(Conformance, CodeBytesAreAdditive) {
 }
 
 TEST_P(Conformance, SameSeedSameBytes) {
-  const SyntheticKV w = make_synthetic_kv(300, kHeads, kDim, kGroup, 4, 9);
-  const KVCache a = filled(GetParam(), w, 64, 11), b = filled(GetParam(), w, 64, 11);
+  const size_t hd = dim();
+  const SyntheticKV w = make_synthetic_kv(300, kHeads, hd, kGroup, 4, 9);
+  const KVCache a = filled(name(), w, 64, 11), b = filled(name(), w, 64, 11);
   const auto ka = a.decode_keys(), kb = b.decode_keys(), va = a.decode_values(), vb = b.decode_values();
   ASSERT_EQ(0, std::memcmp(ka.data(), kb.data(), ka.size() * sizeof(float)));
   ASSERT_EQ(0, std::memcmp(va.data(), vb.data(), va.size() * sizeof(float)));
-  std::vector<float> oa(4 * w.q_heads * kDim), ob(oa.size());
-  a.attend(TensorView::f32(w.queries.data(), {4, w.q_heads, kDim}), oa.data());
-  b.attend(TensorView::f32(w.queries.data(), {4, w.q_heads, kDim}), ob.data());
+  std::vector<float> oa(4 * w.q_heads * hd), ob(oa.size());
+  a.attend(TensorView::f32(w.queries.data(), {4, w.q_heads, hd}), oa.data());
+  b.attend(TensorView::f32(w.queries.data(), {4, w.q_heads, hd}), ob.data());
   ASSERT_EQ(0, std::memcmp(oa.data(), ob.data(), oa.size() * sizeof(float)));
 }
 
 // Tuning-free methods: fitting is a no-op, so encoding is the same before and after.
 TEST_P(Conformance, FitChangesNothingForTuningFreeCodecs) {
-  const Spec spec = parse_spec(GetParam());
-  const LayerCodecs c = spec.method->make(spec.params, LayerShape{kHeads, kDim, 0, 4});
-  const SyntheticKV w = make_synthetic_kv(64, 1, kDim, 1, 1, 8);
+  const size_t hd = dim();
+  const Spec spec = parse_spec(name());
+  const LayerCodecs c = spec.method->make(spec.params, LayerShape{kHeads, hd, 0, 4});
+  const SyntheticKV w = make_synthetic_kv(64, 1, hd, 1, 1, 8);
   for (Codec* codec : {c.key.get(), c.value.get()}) {
     ASSERT_FALSE(codec->needs_fit());
     std::vector<uint8_t> before(codec->code_bytes(64)), after(before.size());
@@ -156,52 +168,55 @@ TEST_P(Conformance, FitChangesNothingForTuningFreeCodecs) {
 }
 
 TEST_P(Conformance, RejectsBadInput) {
-  KVCache cache(GetParam(), LayerShape{kHeads, kDim, 0, 0});
-  std::vector<float> good(4 * kHeads * kDim, 0.5f), bad = good;
+  const size_t hd = dim();
+  KVCache cache(name(), LayerShape{kHeads, hd, 0, 0});
+  std::vector<float> good(4 * kHeads * hd, 0.5f), bad = good;
   const auto view = [](const std::vector<float>& v, size_t t, size_t h, size_t d) {
     return TensorView::f32(v.data(), {t, h, d});
   };
-  EXPECT_THROW(cache.append(view(good, 4, kHeads * kDim, 1), view(good, 4, kHeads, kDim)), ShapeError);
-  EXPECT_THROW(cache.append(view(good, 4, kHeads, kDim), view(good, 2, kHeads, kDim)), ShapeError);
-  EXPECT_THROW(cache.append(view(good, 0, kHeads, kDim), view(good, 0, kHeads, kDim)), ShapeError);
+  EXPECT_THROW(cache.append(view(good, 4, kHeads * hd, 1), view(good, 4, kHeads, hd)), ShapeError);
+  EXPECT_THROW(cache.append(view(good, 4, kHeads, hd), view(good, 2, kHeads, hd)), ShapeError);
+  EXPECT_THROW(cache.append(view(good, 0, kHeads, hd), view(good, 0, kHeads, hd)), ShapeError);
   bad[17] = std::numeric_limits<float>::quiet_NaN();
-  EXPECT_THROW(cache.append(view(good, 4, kHeads, kDim), view(bad, 4, kHeads, kDim)), ShapeError);
+  EXPECT_THROW(cache.append(view(good, 4, kHeads, hd), view(bad, 4, kHeads, hd)), ShapeError);
   bad[17] = std::numeric_limits<float>::infinity();
-  EXPECT_THROW(cache.append(view(bad, 4, kHeads, kDim), view(good, 4, kHeads, kDim)), ShapeError);
+  EXPECT_THROW(cache.append(view(bad, 4, kHeads, hd), view(good, 4, kHeads, hd)), ShapeError);
   bad[17] = 1e6f;  // finite but beyond what fp16 storage can hold
-  EXPECT_THROW(cache.append(view(bad, 4, kHeads, kDim), view(good, 4, kHeads, kDim)), ShapeError);
+  EXPECT_THROW(cache.append(view(bad, 4, kHeads, hd), view(good, 4, kHeads, hd)), ShapeError);
   EXPECT_EQ(cache.tokens(), 0u);  // nothing half-appended
-  cache.append(view(good, 4, kHeads, kDim), view(good, 4, kHeads, kDim));
-  std::vector<float> out(kGroup * kHeads * kDim);
-  EXPECT_THROW(cache.attend(view(good, 1, kHeads + 1, kDim), out.data()), ShapeError);
-  EXPECT_THROW(cache.attend(view(good, 5, kHeads, kDim), out.data()), ShapeError);
-  EXPECT_THROW(KVCache(GetParam(), LayerShape{0, kDim, 0, 0}), Error);
+  cache.append(view(good, 4, kHeads, hd), view(good, 4, kHeads, hd));
+  std::vector<float> out(kGroup * kHeads * hd);
+  EXPECT_THROW(cache.attend(view(good, 1, kHeads + 1, hd), out.data()), ShapeError);
+  EXPECT_THROW(cache.attend(view(good, 5, kHeads, hd), out.data()), ShapeError);
+  EXPECT_THROW(KVCache(name(), LayerShape{0, hd, 0, 0}), Error);
 }
 
 // Every element in fp16 range, norms far beyond it: stored and attended without overflow.
 TEST_P(Conformance, KeepsLargeRepresentableValues) {
+  const size_t hd = dim();
   const size_t tokens = 300;
-  SyntheticKV w = make_synthetic_kv(tokens, kHeads, kDim, kGroup, 2, 17);
+  SyntheticKV w = make_synthetic_kv(tokens, kHeads, hd, kGroup, 2, 17);
   for (auto& x : w.keys) x = x > 0 ? 60000.0f : -60000.0f;
   for (auto& x : w.values) x = x > 0 ? 50000.0f : -50000.0f;
-  const KVCache cache = filled(GetParam(), w, 64, 2);
+  const KVCache cache = filled(name(), w, 64, 2);
   for (float x : cache.decode_keys()) ASSERT_TRUE(std::isfinite(x));
   for (float x : cache.decode_values()) ASSERT_TRUE(std::isfinite(x));
-  std::vector<float> out(2 * w.q_heads * kDim);
-  cache.attend(TensorView::f32(w.queries.data(), {2, w.q_heads, kDim}), out.data());
+  std::vector<float> out(2 * w.q_heads * hd);
+  cache.attend(TensorView::f32(w.queries.data(), {2, w.q_heads, hd}), out.data());
   for (float x : out) ASSERT_TRUE(std::isfinite(x));
 }
 
 // The fused path may approximate (integer dot products), but must add little to the method's own
 // error: within 10% of the reference path's distance from exact attention, or 1e-4.
 TEST_P(Conformance, FusedMatchesReference) {
+  const size_t hd = dim();
   for (size_t tokens : {70, 1000}) {
-    const SyntheticKV w = make_synthetic_kv(tokens, kHeads, kDim, kGroup, 6, 21);
-    const KVCache cache = filled(GetParam(), w, 100, 3);
+    const SyntheticKV w = make_synthetic_kv(tokens, kHeads, hd, kGroup, 6, 21);
+    const KVCache cache = filled(name(), w, 100, 3);
     const std::vector<float> exact = exact_attention(w.queries.data(), 6, w.q_heads, w.keys.data(),
-                                                     w.values.data(), tokens, kHeads, kDim);
+                                                     w.values.data(), tokens, kHeads, hd);
     std::vector<float> fused(exact.size()), ref(exact.size());
-    const TensorView q = TensorView::f32(w.queries.data(), {6, w.q_heads, kDim});
+    const TensorView q = TensorView::f32(w.queries.data(), {6, w.q_heads, hd});
     cache.attend(q, fused.data(), AttendPath::Fused);
     cache.attend(q, ref.data(), AttendPath::Reference);
     const double method_err = rel_l2(ref, exact), gap = rel_l2(fused, ref);
@@ -217,8 +232,16 @@ std::vector<std::string> method_names() {
   return names;
 }
 
-INSTANTIATE_TEST_SUITE_P(AllMethods, Conformance, ::testing::ValuesIn(method_names()),
-                         [](const auto& param_info) { return param_info.param; });
+// head_dim 128: named by method alone, as before the head_dim axis.
+INSTANTIATE_TEST_SUITE_P(AllMethods, Conformance,
+                         ::testing::Combine(::testing::ValuesIn(method_names()), ::testing::Values(size_t{128})),
+                         [](const auto& param_info) { return std::get<0>(param_info.param); });
+// stories260K's head_dim 8, and 80 (not a multiple of 64, nor of the default 32-channel groups).
+INSTANTIATE_TEST_SUITE_P(HeadDims, Conformance,
+                         ::testing::Combine(::testing::ValuesIn(method_names()), ::testing::Values(size_t{8}, size_t{80})),
+                         [](const auto& param_info) {
+                           return std::get<0>(param_info.param) + "_d" + std::to_string(std::get<1>(param_info.param));
+                         });
 
 }  // namespace
 }  // namespace veloxquant

@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <numbers>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "codecs/polar/angle_codebooks.h"
@@ -170,15 +172,67 @@ TEST(PolarCodec, BytesAreExactAdditiveAndDeterministic) {
   EXPECT_NE(whole, other);
 }
 
-TEST(PolarMethod, RejectsHeadDimsTheBlocksDoNotDivide) {
-  LayerShape shape;
-  shape.head_dim = 100;
-  EXPECT_THROW(KVCache("polar", shape), SpecError);          // 100 % 16 != 0
-  EXPECT_NO_THROW(KVCache("polar:levels=2", shape));         // 100 % 4 == 0
-  shape.head_dim = 128;
-  EXPECT_THROW(KVCache("polar:levels=8", shape), SpecError);  // 256 > 128
-  EXPECT_NO_THROW(KVCache("polar:levels=7", shape));          // the full log2(d) recursion
-  EXPECT_THROW(KVCache("polar:bits=9", shape), SpecError);
+// The codec takes only block sizes that divide head_dim; the method caps levels at the factors of
+// two in head_dim, so every even head_dim works and an odd one is a SpecError naming it.
+TEST(PolarMethod, CapsLevelsAtTheFactorsOfTwoInHeadDim) {
+  EXPECT_THROW(PolarCodec(config(100, 4, 4, 2)), SpecError);  // 100 % 16 != 0
+  try {
+    PolarCodec(config(100, 4, 4, 2));
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("head_dim 100"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("levels=4"), std::string::npos) << e.what();
+  }
+  const Spec spec = parse_spec("polar");
+  const auto bytes = [&](const std::string& text, size_t d) {
+    const Spec s = parse_spec(text);
+    return s.method->make(s.params, LayerShape{1, d, 0, 0}).key->code_bytes(1);
+  };
+  // Levels used: 128 -> 4 (62 bytes, the paper's 3.875 bits), 100 -> 2, 8 -> 3, 80 -> 4, 96 -> 4.
+  EXPECT_EQ(bytes("polar", 128), 62u);
+  EXPECT_EQ(bytes("polar", 100), bytes("polar:levels=2", 100));
+  EXPECT_EQ(bytes("polar", 8), bytes("polar:levels=3", 8));
+  EXPECT_EQ(bytes("polar", 80), PolarCodec(config(80, 4, 4, 2)).code_bytes(1));
+  EXPECT_EQ(bytes("polar:levels=8", 128), bytes("polar:levels=7", 128));  // full recursion
+  // head_dim 8, 3 levels: 4 x 4 + 2 x 2 + 1 x 2 = 22 angle bits in 3 bytes (levels share bytes),
+  // plus one fp16 radius.
+  EXPECT_EQ(bytes("polar", 8), 3u + 2u);
+  // head_dim 80, 4 levels: 5 blocks x 46 bits = 230 bits in 29 bytes, plus 5 radii.
+  EXPECT_EQ(bytes("polar", 80), 29u + 10u);
+  for (size_t d : {7, 9, 101}) {
+    try {
+      (void)spec.method->make(spec.params, LayerShape{1, d, 0, 0});
+      ADD_FAILURE() << "odd head_dim " << d << " was accepted";
+    } catch (const SpecError& e) {
+      EXPECT_NE(std::string(e.what()).find("head_dim " + std::to_string(d)), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(KVCache("polar:bits=9", LayerShape{1, 128, 0, 0}), SpecError);
+}
+
+// Levels that share bytes (head_dim 8 and 80 here) round-trip exactly and keep the rotated-frame
+// kernels equal to decode-then-compute; the AVX-512 lane kernels read codes at any bit offset.
+TEST(PolarCodec, SmallAndUnevenHeadDimsRoundTripAndMatchDecode) {
+  using Shape = std::tuple<size_t, size_t, unsigned, unsigned>;  // head_dim, levels, bits1, bits
+  const Shape shapes[] = {{8, 3, 4, 2}, {80, 4, 4, 2}, {2, 1, 4, 2}, {4, 2, 3, 2}, {24, 3, 3, 1}, {96, 5, 4, 2}};
+  for (const auto& [d, levels, b1, b] : shapes) {
+    const PolarCodec codec(config(d, levels, b1, b));
+    const size_t n = 37, nq = 3;
+    const std::vector<float> x = gaussian(n * d, 30 + d), q = gaussian(nq * d, 31 + d), w = gaussian(nq * n, 32 + d);
+    std::vector<uint8_t> codes(codec.code_bytes(n)), again(codec.code_bytes(n));
+    codec.encode(x.data(), n, codes.data());
+    std::vector<float> y(n * d);
+    codec.decode(codes.data(), n, y.data());
+    codec.encode(y.data(), n, again.data());
+    EXPECT_EQ(codes, again) << d;
+    EXPECT_LT(relative_error(x, y), b1 >= 4 ? 0.08 : 0.4) << d;
+    std::vector<float> s1(nq * n), s2(nq * n), o1(nq * d, 0.5f), o2(nq * d, 0.5f);
+    codec.score(q.data(), nq, codes.data(), n, s1.data());
+    codec.Codec::score(q.data(), nq, codes.data(), n, s2.data());
+    for (size_t i = 0; i < s1.size(); ++i) ASSERT_NEAR(s1[i], s2[i], 1e-4 * (std::abs(s2[i]) + d)) << d << ", " << i;
+    codec.accumulate(w.data(), nq, codes.data(), n, o1.data());
+    codec.Codec::accumulate(w.data(), nq, codes.data(), n, o2.data());
+    for (size_t i = 0; i < o1.size(); ++i) ASSERT_NEAR(o1[i], o2[i], 1e-4 * (std::abs(o2[i]) + 12.0)) << d << ", " << i;
+  }
 }
 
 // Elements at the top of the fp16 range give block radii far beyond it; they are kept.

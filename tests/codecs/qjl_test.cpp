@@ -2,12 +2,15 @@
 // fused score against the decode-based reference, exact byte accounting and determinism.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <string>
 #include <vector>
 
 #include "codecs/qjl/qjl_key_codec.h"
 #include "core/rng.h"
+#include "eval/synthetic_kv.h"
 #include "veloxquant/cache.h"
 #include "veloxquant/error.h"
 #include "veloxquant/method.h"
@@ -237,13 +240,53 @@ TEST(QjlMethod, RejectsParametersItCannotHonour) {
   EXPECT_THROW(KVCache("qjl:proj=100", shape), SpecError);
   EXPECT_THROW(KVCache("qjl:proj=64,outlier_proj=128", shape), SpecError);
   EXPECT_THROW(KVCache("qjl:proj=5000", shape), SpecError);
-  LayerShape narrow;
-  narrow.head_dim = 96;  // 2-bit values pack 64 channels per quad
-  EXPECT_THROW(KVCache("qjl", narrow), SpecError);
-  EXPECT_NO_THROW(KVCache("qjl:vbits=4", narrow));
-  LayerShape tiny;
-  tiny.head_dim = 8;
-  EXPECT_THROW(KVCache("qjl:vbits=8,vgroup=16", tiny), SpecError);
+  EXPECT_THROW(KVCache("qjl:vgroup=24", shape), SpecError);
+  // Whether a spec is valid does not depend on the head_dim that caps the sketches.
+  EXPECT_THROW(KVCache("qjl:proj=100", LayerShape{1, 8, 0, 0}), SpecError);
+  EXPECT_THROW(KVCache("qjl:proj=64,outlier_proj=128", LayerShape{1, 8, 0, 0}), SpecError);
+  try {
+    KVCache("qjl:proj=64,outlier_proj=128", shape);
+    ADD_FAILURE() << "outlier_proj > proj was accepted";
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("outlier_proj=128"), std::string::npos) << e.what();
+  }
+}
+
+// Small and odd head sizes take the default spec: at most head_dim/16 outlier channels, sketches
+// of at most 8 (outliers: 4) bits per channel, value groups of min(vgroup, head_dim) channels (the
+// last one shorter where vgroup does not divide it). Keys stay smaller than in fp16.
+TEST(QjlMethod, DefaultSpecRunsAtEveryCommonHeadDim) {
+  for (size_t d : {2, 4, 6, 8, 40, 64, 80, 96, 128, 256}) {
+    const Spec spec = parse_spec("qjl");
+    const LayerCodecs c = spec.method->make(spec.params, LayerShape{1, d, 0, 0});
+    const size_t outliers = std::min<size_t>(8, d / 16);
+    const size_t proj = std::min<size_t>(256, 8 * d);
+    const size_t outlier_proj = std::min<size_t>(128, std::max<size_t>(8, 4 * d / 8 * 8));
+    // Per group of 32 tokens: the outlier channel indices; per token: the two sketches and two
+    // norms (with outliers) or one sketch and one norm (head_dim < 16: no outliers).
+    const size_t per_token = outliers ? proj / 8 + outlier_proj / 8 + 4 : proj / 8 + 2;
+    EXPECT_EQ(c.key->block_tokens(), outliers ? 32u : 1u) << d;
+    EXPECT_EQ(c.key->code_bytes(32), (outliers ? outliers : 0) + 32 * per_token) << d;
+    if (d > 2) {
+      EXPECT_LT(per_token, 2 * d) << d;  // head_dim 2: 16 sign bits and a norm, as in fp16
+    }
+    const SyntheticKV w = make_synthetic_kv(300, 2, d, 2, 2, d);
+    for (const char* text : {"qjl", "qjl:residual=0"}) {
+      KVCache cache(text, LayerShape{2, d, 0, 1});
+      cache.append(TensorView::f32(w.keys.data(), {300, 2, d}), TensorView::f32(w.values.data(), {300, 2, d}));
+      std::vector<float> fused(2 * w.q_heads * d), ref(fused.size());
+      const TensorView q = TensorView::f32(w.queries.data(), {2, w.q_heads, d});
+      cache.attend(q, fused.data(), AttendPath::Fused);
+      cache.attend(q, ref.data(), AttendPath::Reference);
+      for (size_t i = 0; i < fused.size(); ++i) {
+        ASSERT_TRUE(std::isfinite(fused[i])) << text << ", head_dim " << d;
+        ASSERT_NEAR(fused[i], ref[i], 1e-3 * (1 + std::fabs(ref[i]))) << text << ", head_dim " << d;
+      }
+    }
+  }
+  // head_dim 128 keeps the paper's 8 outlier channels.
+  const Spec spec = parse_spec("qjl");
+  EXPECT_EQ(spec.method->make(spec.params, LayerShape{1, 128, 0, 0}).key->code_bytes(32), 8u + 32u * 52u);
 }
 
 // Every element fits fp16, the norm (1e4 * sqrt(128)) does not: it is stored as an RMS and kept.

@@ -5,7 +5,9 @@
 #include <vector>
 
 #include "codecs/kivi/affine_grid.h"
+#include "codecs/kivi/dense_codes.h"
 #include "codecs/kivi/lane_tiles.h"
+#include "core/bitpack.h"
 
 namespace veloxquant::kivi {
 namespace {
@@ -13,7 +15,8 @@ const uint16_t* halves(const uint8_t* p) { return reinterpret_cast<const uint16_
 }  // namespace
 
 KiviKeyCodec::KiviKeyCodec(size_t dim, unsigned bits, size_t group)
-    : dim_(dim), group_(group), block_bytes_(4 * dim + group * dim * bits / 8), bits_(bits) {}
+    : dim_(dim), group_(group), block_bytes_(4 * dim + group * dim * bits / 8), bits_(bits),
+      tiled_(dim % key_row_channels(bits) == 0) {}
 
 void KiviKeyCodec::encode(const float* x, size_t n, uint8_t* codes) const {
   const size_t d = dim_, tile_bytes = kLanes * d * bits_ / 8;
@@ -33,6 +36,10 @@ void KiviKeyCodec::encode(const float* x, size_t n, uint8_t* codes) const {
     }
     for (size_t t = 0; t < group_; ++t)
       for (size_t c = 0; c < d; ++c) q[t * d + c] = grids[c].quantize(xb[t * d + c]);
+    if (!tiled_) {
+      pack_bits(q.data(), group_ * d, bits_, out + 4 * d);
+      continue;
+    }
     for (size_t tile = 0; tile < group_ / kLanes; ++tile)
       pack_key_tile(q.data() + tile * kLanes * d, d, bits_, out + 4 * d + tile * tile_bytes);
   }
@@ -40,7 +47,7 @@ void KiviKeyCodec::encode(const float* x, size_t n, uint8_t* codes) const {
 
 void KiviKeyCodec::decode(const uint8_t* codes, size_t n, float* x) const {
   const size_t d = dim_, tile_bytes = kLanes * d * bits_ / 8;
-  std::vector<uint8_t> q(kLanes * d);
+  std::vector<uint8_t> q(group_ * d);
   std::vector<float> scale(d), mins(d);
   for (size_t b = 0; b < n / group_; ++b) {
     const uint8_t* in = codes + b * block_bytes_;
@@ -48,12 +55,15 @@ void KiviKeyCodec::decode(const uint8_t* codes, size_t n, float* x) const {
       scale[c] = f16_to_f32(halves(in)[c]);
       mins[c] = f16_to_f32(halves(in)[d + c]);
     }
-    for (size_t tile = 0; tile < group_ / kLanes; ++tile) {
-      unpack_key_tile(in + 4 * d + tile * tile_bytes, d, bits_, q.data());
-      float* xt = x + (b * group_ + tile * kLanes) * d;
-      for (size_t t = 0; t < kLanes; ++t)
-        for (size_t c = 0; c < d; ++c) xt[t * d + c] = mins[c] + scale[c] * static_cast<float>(q[t * d + c]);
+    if (tiled_) {
+      for (size_t tile = 0; tile < group_ / kLanes; ++tile)
+        unpack_key_tile(in + 4 * d + tile * tile_bytes, d, bits_, q.data() + tile * kLanes * d);
+    } else {
+      unpack_bits(in + 4 * d, group_ * d, bits_, q.data());
     }
+    float* xb = x + b * group_ * d;
+    for (size_t t = 0; t < group_; ++t)
+      for (size_t c = 0; c < d; ++c) xb[t * d + c] = mins[c] + scale[c] * static_cast<float>(q[t * d + c]);
   }
 }
 

@@ -1,6 +1,8 @@
 // KIVI keys (Liu et al., ICML 2024): quantized per channel, each channel of a group of G tokens
 // sharing one asymmetric min/max grid, because key outliers live in fixed channels.
-// Block of G tokens: fp16 scale[dim], fp16 min[dim], then G/16 lane tiles of codes.
+// Block of G tokens: fp16 scale[dim], fp16 min[dim], then the G x dim codes: G/16 lane tiles
+// (lane_tiles.h) where head_dim is a multiple of 32 / bits, else one dense bit stream
+// (dense_codes.h). Both take 4 dim + G dim bits / 8 bytes.
 #pragma once
 
 #include "veloxquant/codec.h"
@@ -9,8 +11,10 @@ namespace veloxquant::kivi {
 
 class KiviKeyCodec final : public Codec {
  public:
-  // REQUIRES (checked by the method): bits in {2, 4, 8}, group % 16 == 0, dim % (32 / bits) == 0.
+  // REQUIRES (checked by the method): bits in {2, 4, 8}, group % 16 == 0, dim >= 1.
   KiviKeyCodec(size_t dim, unsigned bits, size_t group);
+  // True where the codes are in lane tiles (the integer VNNI kernels), false for the dense layout.
+  bool lane_tiles() const { return tiled_; }
   size_t dim() const override { return dim_; }
   size_t block_tokens() const override { return group_; }
   size_t code_bytes(size_t n) const override { return n / group_ * block_bytes_; }
@@ -18,15 +22,17 @@ class KiviKeyCodec final : public Codec {
   void encode(const float* x, size_t n, uint8_t* codes) const override;
   void decode(const uint8_t* codes, size_t n, float* x) const override;
   bool fused_score() const override { return true; }
-  // Scores from codes: per block the query is folded with the channel scales and split into two
-  // int8 terms (15-bit precision, one scale per block and query), then 16 tokens at a time go
-  // through u8 x s8 dot products.
+  // Scores from codes: per block the query is folded with the channel scales. Lane tiles: the
+  // folded query is split into two int8 terms (15-bit precision, one scale per block and query),
+  // then 16 tokens at a time go through u8 x s8 dot products. Dense layout: f32 dot products with
+  // the codes.
   void score(const float* q, size_t nq, const uint8_t* codes, size_t n,
              float* scores) const override;
 
  private:
   size_t dim_, group_, block_bytes_;
   unsigned bits_;
+  bool tiled_;
 };
 
 }  // namespace veloxquant::kivi

@@ -24,20 +24,20 @@ MethodInfo kivi_method() {
       ParamDef::integer("kbits", 2, 2, 8, "key bits (2, 4 or 8)"),
       ParamDef::integer("vbits", 2, 2, 8, "value bits (2, 4 or 8)"),
       ParamDef::integer("group", 32, 16, 4096,
-                        "tokens per key scale group and channels per value group (multiple of 16)"),
+                        "tokens per key scale group (multiple of 16) and channels per value group "
+                        "(min(group, head_dim); the last group of a token may be shorter)"),
       ParamDef::integer("residual", 128, 0, 1 << 20, "most recent tokens kept in fp16"),
   };
   m.make = [](const Params& p, const LayerShape& s) {
     const long group = p.get_int("group");
     const size_t d = s.head_dim;
     LayerCodecs c;
-    // Values first: their check also covers the bit widths and the group rule keys share.
+    // Values first: their check also covers the bit widths and the group rule keys share. Any
+    // head_dim works: lane tiles where it fits them, the dense layout elsewhere.
     c.value = kivi::KiviValueCodec::create("kivi", d, p.get_int("vbits"), "vbits", group, "group");
     const long kb = p.get_int("kbits");
     require(kb == 2 || kb == 4 || kb == 8,
             "kbits=" + std::to_string(kb) + " is not supported; expected 2, 4 or 8 (codes are packed whole per byte)");
-    require(d % static_cast<size_t>(32 / kb) == 0, "head_dim " + std::to_string(d) + " is not a multiple of " +
-                                                      std::to_string(32 / kb) + " (needed for kbits=" + std::to_string(kb) + ")");
     c.key = std::make_unique<kivi::KiviKeyCodec>(d, static_cast<unsigned>(kb), static_cast<size_t>(group));
     c.residual = static_cast<size_t>(p.get_int("residual"));
     return c;

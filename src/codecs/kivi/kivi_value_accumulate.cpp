@@ -1,8 +1,10 @@
 // KiviValueCodec::accumulate: attention-weighted value sums straight from 2/4/8-bit codes, span by
-// span of 64 tokens, up to four weight rows (one grouped-query-attention group) per pass.
+// span of 64 tokens, up to four weight rows (one grouped-query-attention group) per pass over the
+// lane quads; the dense layout takes every row per block in f32 (dense_codes.h).
 #include <algorithm>
 #include <vector>
 
+#include "codecs/kivi/dense_codes.h"
 #include "codecs/kivi/kivi_value_codec.h"
 #include "codecs/kivi/value_span_sums.h"
 
@@ -12,6 +14,7 @@ namespace veloxquant::kivi {
 //   sum_t w_t v_tc = sum_t (w_t scale_tg) code_tc + sum_t w_t min_tg.
 void KiviValueCodec::accumulate(const float* w, size_t nq, const uint8_t* codes, size_t n,
                                 float* out) const {
+  if (!tiled_) return accumulate_dense_values(codes, n / 4, block_bytes_, dim_, bits_, group_, w, n, nq, out);
   const size_t quads = n / 4;
   std::vector<float> offset(4 * groups_);
   for (size_t j0 = 0; j0 < nq; j0 += 4) {

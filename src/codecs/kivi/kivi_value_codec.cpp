@@ -6,12 +6,14 @@
 
 #include "codecs/kivi/affine_grid.h"
 #include "codecs/kivi/lane_tiles.h"
+#include "core/bitpack.h"
 #include "veloxquant/error.h"
 
 namespace veloxquant::kivi {
 KiviValueCodec::KiviValueCodec(size_t dim, unsigned bits, size_t group)
-    : dim_(dim), group_(std::min(group, dim)), groups_(dim / std::min(group, dim)),
-      quad_bytes_(4 * dim * bits / 8), block_bytes_(quad_bytes_ + 4 * groups_ * 4), bits_(bits) {}
+    : dim_(dim), group_(std::min(group, dim)), groups_((dim + group_ - 1) / group_),
+      quad_bytes_(4 * dim * bits / 8), block_bytes_(quad_bytes_ + 4 * groups_ * 4), bits_(bits),
+      tiled_(dim % value_row_channels(bits) == 0 && group_ % 16 == 0 && dim % group_ == 0) {}
 
 std::unique_ptr<KiviValueCodec> KiviValueCodec::create(const std::string& method, size_t dim,
                                                        long bits, const char* bits_name, long group,
@@ -21,16 +23,10 @@ std::unique_ptr<KiviValueCodec> KiviValueCodec::create(const std::string& method
     throw SpecError(at + bits_name + "=" + std::to_string(bits) +
                     " is not supported; expected 2, 4 or 8 (codes are packed whole per byte)");
   }
-  if (group % 16 != 0) {
-    throw SpecError(at + group_name + "=" + std::to_string(group) + " is not a multiple of 16");
+  if (group < 16 || group % 16 != 0) {
+    throw SpecError(at + group_name + "=" + std::to_string(group) + " is not a positive multiple of 16");
   }
-  const size_t g = std::min(static_cast<size_t>(group), dim), lanes = 128 / static_cast<size_t>(bits);
-  if (g % 16 != 0 || dim % g != 0 || dim % lanes != 0) {
-    throw SpecError(at + "head_dim " + std::to_string(dim) + " with " + bits_name + "=" +
-                    std::to_string(bits) + ", " + group_name + "=" + std::to_string(group) +
-                    ": expected head_dim a multiple of " + std::to_string(lanes) +
-                    " and of the value group min(" + group_name + ", head_dim), itself a multiple of 16");
-  }
+  if (dim == 0) throw SpecError(at + "head_dim 0; expected at least 1");
   return std::make_unique<KiviValueCodec>(dim, static_cast<unsigned>(bits), static_cast<size_t>(group));
 }
 
@@ -45,14 +41,16 @@ void KiviValueCodec::encode(const float* x, size_t n, uint8_t* codes) const {
       const float* xt = x + (b * 4 + i) * d;
       for (size_t g = 0; g < groups_; ++g) {
         const float* xg = xt + g * group_;
-        const auto [lo, hi] = std::minmax_element(xg, xg + group_);
+        const size_t width = std::min(group_, d - g * group_);
+        const auto [lo, hi] = std::minmax_element(xg, xg + width);
         const AffineGrid grid = AffineGrid::fit(*lo, *hi, bits_);
         scale[g * 4 + i] = grid.scale_f16;
         mins[g * 4 + i] = grid.min_f16;
-        for (size_t c = 0; c < group_; ++c) q[i * d + g * group_ + c] = grid.quantize(xg[c]);
+        for (size_t c = 0; c < width; ++c) q[i * d + g * group_ + c] = grid.quantize(xg[c]);
       }
     }
-    pack_value_quad(q.data(), d, bits_, out);
+    if (tiled_) pack_value_quad(q.data(), d, bits_, out);
+    else pack_bits(q.data(), 4 * d, bits_, out);
   }
 }
 
@@ -63,7 +61,8 @@ void KiviValueCodec::decode(const uint8_t* codes, size_t n, float* x) const {
     const uint8_t* in = codes + b * block_bytes_;
     const auto* scale = reinterpret_cast<const uint16_t*>(in + quad_bytes_);
     const auto* mins = scale + 4 * groups_;
-    unpack_value_quad(in, d, bits_, q.data());
+    if (tiled_) unpack_value_quad(in, d, bits_, q.data());
+    else unpack_bits(in, 4 * d, bits_, q.data());
     for (size_t i = 0; i < 4; ++i)
       for (size_t c = 0; c < d; ++c) {
         const size_t g = c / group_;

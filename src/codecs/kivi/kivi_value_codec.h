@@ -1,6 +1,9 @@
 // KIVI values (Liu et al., ICML 2024): quantized per token, each token's channels split into
 // groups sharing one asymmetric min/max grid, because value errors should stay local to a token.
-// Block of 4 tokens: one value quad of codes, then fp16 scale[groups][4], fp16 min[groups][4].
+// Block of 4 tokens: the 4 x dim codes, then fp16 scale[groups][4], fp16 min[groups][4]. The codes
+// are one value quad (lane_tiles.h) where head_dim is a multiple of 128 / bits and the value group
+// a multiple of 16 dividing it, else one dense bit stream (dense_codes.h); both take
+// 4 dim bits / 8 bytes.
 #pragma once
 
 #include <memory>
@@ -12,8 +15,9 @@ namespace veloxquant::kivi {
 
 class KiviValueCodec final : public Codec {
  public:
-  // REQUIRES (checked by the method): bits in {2, 4, 8}; group % 16 == 0 and dim % group == 0;
-  // dim % (128 / bits) == 0. A group larger than dim means one group per token.
+  // REQUIRES (checked by create()): bits in {2, 4, 8}, group >= 1, dim >= 1. The value group is
+  // min(group, dim): a group larger than dim means one group per token. When it does not divide
+  // dim the last group of each token is shorter (dim % group channels).
   KiviValueCodec(size_t dim, unsigned bits, size_t group);
   // Checks those requirements for a method's parameters and throws SpecError naming the method,
   // the parameter and the rule it breaks. Shared by every method that stores KIVI values.
@@ -21,21 +25,24 @@ class KiviValueCodec final : public Codec {
                                                 const char* bits_name, long group,
                                                 const char* group_name);
   size_t dim() const override { return dim_; }
+  // True where the codes are in lane quads (the integer VNNI kernels), false for the dense layout.
+  bool lane_tiles() const { return tiled_; }
   size_t block_tokens() const override { return 4; }
   size_t code_bytes(size_t n) const override { return n / 4 * block_bytes_; }
   size_t state_bytes() const override { return 0; }
   void encode(const float* x, size_t n, uint8_t* codes) const override;
   void decode(const uint8_t* codes, size_t n, float* x) const override;
   bool fused_accumulate() const override { return true; }
-  // Weighted sums from codes: attention weights times per-token scales are split into two int8
-  // terms (15-bit precision, one scale per query, channel group and span of 64 tokens), then
-  // summed by u8 x s8 dot products.
+  // Weighted sums from codes: attention weights times per-token scales. Lane quads: split into two
+  // int8 terms (15-bit precision, one scale per query, channel group and span of 64 tokens), then
+  // summed by u8 x s8 dot products. Dense layout: f32 multiply-adds of the codes.
   void accumulate(const float* w, size_t nq, const uint8_t* codes, size_t n,
                   float* out) const override;
 
  private:
   size_t dim_, group_, groups_, quad_bytes_, block_bytes_;
   unsigned bits_;
+  bool tiled_;
 };
 
 }  // namespace veloxquant::kivi

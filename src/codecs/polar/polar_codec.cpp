@@ -21,6 +21,27 @@ namespace {
 // Chunk of tokens reconstructed at a time by score() / accumulate().
 constexpr size_t kChunk = 256;
 
+// The n codes of one level, `bits` each, at bit `bit` of a record, in pack_bits' little-endian
+// layout. A level starting mid-byte ORs its codes in, so the record's code bytes must start zeroed.
+void put_codes(const uint8_t* codes, size_t n, unsigned bits, uint8_t* rec, size_t bit) {
+  if (bit % 8 == 0) return pack_bits(codes, n, bits, rec + bit / 8);
+  for (size_t i = 0; i < n; ++i, bit += bits) {
+    const unsigned v = static_cast<unsigned>(codes[i]) << (bit % 8);
+    rec[bit / 8] = static_cast<uint8_t>(rec[bit / 8] | v);
+    if (bit % 8 + bits > 8) rec[bit / 8 + 1] = static_cast<uint8_t>(rec[bit / 8 + 1] | (v >> 8));
+  }
+}
+
+void get_codes(const uint8_t* rec, size_t bit, size_t n, unsigned bits, uint8_t* codes) {
+  if (bit % 8 == 0) return unpack_bits(rec + bit / 8, n, bits, codes);
+  const unsigned mask = (1u << bits) - 1u;
+  for (size_t i = 0; i < n; ++i, bit += bits) {
+    unsigned v = static_cast<unsigned>(rec[bit / 8]) >> (bit % 8);
+    if (bit % 8 + bits > 8) v |= static_cast<unsigned>(rec[bit / 8 + 1]) << (8 - bit % 8);
+    codes[i] = static_cast<uint8_t>(v & mask);
+  }
+}
+
 }  // namespace
 
 PolarCodec::PolarCodec(const PolarConfig& config) : cfg_(config) {
@@ -38,13 +59,13 @@ PolarCodec::PolarCodec(const PolarConfig& config) : cfg_(config) {
     if (b < 1 || b > 8) throw SpecError("polar: angle bits " + std::to_string(b) + "; expected 1..8");
   }
   blocks_ = cfg_.dim / block_;
-  size_t offset = 0;
+  size_t bit = 0;
   for (size_t l = 1; l <= cfg_.levels; ++l) {
     Level lv;
     lv.bits = l == 1 ? cfg_.level1_bits : cfg_.bits;
     lv.angles = blocks_ * polar::angles_at_level(cfg_.levels, l);
-    lv.byte_offset = offset;
-    offset += packed_bytes(lv.angles, lv.bits);
+    lv.bit_offset = bit;
+    bit += lv.angles * lv.bits;
     lv.codebook = &polar::angle_codebook(l, lv.bits);
     for (float c : lv.codebook->centroids) {
       lv.cosines.push_back(std::cos(c));
@@ -52,10 +73,10 @@ PolarCodec::PolarCodec(const PolarConfig& config) : cfg_(config) {
     }
     levels_.push_back(std::move(lv));
   }
-  radius_offset_ = offset;
+  radius_offset_ = (bit + 7) / 8;  // the angles of every level, then the fp16 radii
   sqrt_dim_ = std::sqrt(static_cast<float>(cfg_.dim));
   inv_sqrt_dim_ = 1.0f / sqrt_dim_;
-  token_bytes_ = offset + 2 * blocks_;
+  token_bytes_ = radius_offset_ + 2 * blocks_;
   rotation_ = Rotation(cfg_.dim, cfg_.seed);
 }
 
@@ -76,6 +97,7 @@ void PolarCodec::encode(const float* x, size_t n, uint8_t* codes) const {
     std::copy_n(x + t * d, d, y.data());
     rotation_.forward(y.data());
     uint8_t* rec = codes + t * token_bytes_;
+    std::fill_n(rec, radius_offset_, uint8_t{0});
     for (size_t b = 0; b < blocks_; ++b) {
       // Stored as radius / sqrt(dim): a rotated block's radius is at most the vector's norm, at most
       // sqrt(dim) times its largest element, which the cache keeps within fp16 range.
@@ -91,7 +113,7 @@ void PolarCodec::encode(const float* x, size_t n, uint8_t* codes) const {
       }
     }
     for (size_t l = 0; l < levels_.size(); ++l)
-      pack_bits(level_codes[l].data(), levels_[l].angles, levels_[l].bits, rec + levels_[l].byte_offset);
+      put_codes(level_codes[l].data(), levels_[l].angles, levels_[l].bits, rec, levels_[l].bit_offset);
   }
 }
 
@@ -103,7 +125,7 @@ void PolarCodec::decode_rotated(const uint8_t* codes, size_t n, float* y) const 
   for (size_t t = 0; t < n; ++t) {
     const uint8_t* rec = codes + t * token_bytes_;
     for (size_t l = 0; l < levels_.size(); ++l)
-      unpack_bits(rec + levels_[l].byte_offset, levels_[l].angles, levels_[l].bits, level_codes[l].data());
+      get_codes(rec, levels_[l].bit_offset, levels_[l].angles, levels_[l].bits, level_codes[l].data());
     for (size_t b = 0; b < blocks_; ++b) {
       size_t a = 0;
       for (size_t l = 0; l < levels_.size(); ++l) {
@@ -208,7 +230,7 @@ struct PolarCodec::Lanes {
     };
     for (const Level& lv : c.levels_) {
       angle.emplace_back();
-      for (size_t a = 0; a < lv.angles; ++a) angle.back().push_back(place(8 * lv.byte_offset + a * lv.bits, lv.bits));
+      for (size_t a = 0; a < lv.angles; ++a) angle.back().push_back(place(lv.bit_offset + a * lv.bits, lv.bits));
       cosines.push_back(table16(lv.bits, [&](size_t k) { return lv.cosines[k]; }));
       sines.push_back(table16(lv.bits, [&](size_t k) { return lv.sines[k]; }));
     }

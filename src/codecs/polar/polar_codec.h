@@ -27,7 +27,8 @@ struct PolarConfig {
 
 class PolarCodec final : public Codec {
  public:
-  // Throws SpecError when 2^levels does not divide dim or bits are out of 1..8.
+  // Throws SpecError when 2^levels does not divide dim or bits are out of 1..8 (the method caps
+  // levels at the factors of two in head_dim before it gets here).
   explicit PolarCodec(const PolarConfig& config);
 
   size_t dim() const override { return cfg_.dim; }
@@ -48,7 +49,8 @@ class PolarCodec final : public Codec {
   struct Level {
     unsigned bits;
     size_t angles;       // angles of this level in one token (all blocks)
-    size_t byte_offset;  // of its packed codes within a token's record
+    size_t bit_offset;   // of its packed codes within a token's record (levels follow each
+                         // other in one bit stream, so no level rounds up to a whole byte)
     const ScalarCodebook* codebook;  // shared, lives for the process
     std::vector<float> cosines, sines;  // of each centroid
   };
