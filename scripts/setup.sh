@@ -7,7 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake ninja-build pkg-config libgtest-dev libbenchmark-dev
-          libeigen3-dev libhwy-dev libopenblas-dev libcli11-dev libfmt-dev nlohmann-json3-dev)
+          libeigen3-dev libhwy-dev libopenblas-dev libcli11-dev libfmt-dev nlohmann-json3-dev
+          python3 python3-venv)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -17,6 +18,18 @@ if ((${#missing[@]})); then
   sudo_cmd=(); [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
   "${sudo_cmd[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# The Python test oracles (tests/python, run by CTest) use .venv. pip runs only when the pinned
+# requirements or the Python version change (a stamp inside .venv records both), so a second
+# setup spends no time here.
+requirements=tests/python/requirements.txt
+want="$(sha256sum "$requirements" | cut -d' ' -f1) $(python3 --version)"
+if [ ! -x .venv/bin/python ] || [ "$(cat .venv/requirements.stamp 2>/dev/null)" != "$want" ]; then
+  echo "setup: installing $requirements into .venv" >&2
+  python3 -m venv .venv
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-input -r "$requirements"
+  echo "$want" >.venv/requirements.stamp
 fi
 
 build_dir=${BUILD_DIR:-build}

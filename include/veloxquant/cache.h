@@ -3,18 +3,24 @@
 
 #include <cstddef>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "veloxquant/method.h"
+#include "veloxquant/rope.h"
 #include "veloxquant/tensor.h"
 
 namespace veloxquant {
 
 enum class AttendPath {
+  // Fused for a few queries per head (decoding: memory-bound, so the codes are read once and
+  // never expanded), Decoded for many (prefill: compute-bound, so one decode pays for itself).
+  Auto,
   Fused,      // scores and value sums straight from codes where the codec allows
-  Reference,  // decode everything to f32, then plain softmax attention
+  Decoded,    // decode each head once to f32, then matrix-matrix products (BLAS)
+  Reference,  // decode everything to f32, then plain scalar softmax attention
 };
 
 class KVCache {
@@ -27,11 +33,16 @@ class KVCache {
 
   // k, v: [tokens, kv_heads, head_dim], f32 / f16 / bf16, finite. Throws ShapeError otherwise.
   void append(const TensorView& k, const TensorView& v);
+  // The runtime's append: keys before RoPE, one position per token, and the model's RoPE. The
+  // cache decides where the rotation happens; methods that store post-RoPE keys (all of the
+  // current ones) rotate before encoding, so queries given to attend() are rotated too.
+  void append(const TensorView& k, const TensorView& v, std::span<const int64_t> positions,
+              const RopeParams& rope);
 
   // q: [nq, q_heads, head_dim] with q_heads a multiple of kv_heads (grouped-query attention).
   // The nq queries belong to the last nq cached tokens: query i sees tokens
   // [0, tokens() - nq + i] (causal). out: [nq, q_heads, head_dim] f32. Scale 1/sqrt(head_dim).
-  void attend(const TensorView& q, float* out, AttendPath path = AttendPath::Fused) const;
+  void attend(const TensorView& q, float* out, AttendPath path = AttendPath::Auto) const;
 
   size_t tokens() const;
   size_t kv_heads() const;
@@ -50,6 +61,10 @@ class KVCache {
   const Spec& spec() const;
 
  private:
+  // Checks shapes and values, converts to f32, lets `transform_keys` rewrite the keys, stores.
+  template <class Transform>
+  void append_checked(const TensorView& k, const TensorView& v, Transform&& transform_keys);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

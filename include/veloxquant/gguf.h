@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -88,6 +89,9 @@ class GgufValue {
   }
 
   GgufValueType type() const;
+  // The value as int64 when it is of any integer type and fits (converters write counts and ids
+  // as uint32, int32 or uint64 depending on their version); nullopt otherwise.
+  std::optional<int64_t> as_integer() const;
 
   // The value as T; throws FormatError "<context>: expected <T's type>, found <actual type>".
   template <class T>

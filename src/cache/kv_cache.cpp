@@ -1,8 +1,11 @@
+#include <cblas.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "codecs/fp16/fp16_codec.h"
+#include "runtime/weights/blas_config.h"
 #include "core/parallel.h"
 #include "core/simd.h"
 #include "veloxquant/cache.h"
@@ -10,6 +13,14 @@
 
 namespace veloxquant {
 namespace {
+
+// Query rows per KV head from which AttendPath::Auto decodes once and multiplies matrices
+// instead of scoring every query on the codes (measured with veloxquant_bench_runtime).
+constexpr size_t kDecodedRows = 16;
+// Below these amounts of work per call, appends and attention stay on the calling thread: a
+// small model's decode step would spend more time waking threads than computing.
+constexpr size_t kParallelAppendElements = size_t{1} << 14;
+constexpr size_t kParallelAttendMacs = size_t{1} << 17;
 
 // The keys (or the values) of one KV head: encoded blocks, then the newest tokens in fp16.
 struct Stream {
@@ -99,6 +110,9 @@ struct KVCache::Impl {
   void attend_fused(size_t head, const float* q, size_t rows, size_t group, size_t first_token,
                     size_t nq, float* out) const;
   // Reference: decode everything to f32, then plain softmax attention.
+  // Decoded: each head decoded once, then scores and outputs as matrix products.
+  void attend_decoded(size_t head, const float* q, size_t rows, size_t group, size_t first_token,
+                      size_t nq, float* out) const;
   void attend_reference(size_t head, const float* q, size_t rows, size_t group,
                         size_t first_token, size_t nq, float* out) const;
 };
@@ -159,6 +173,30 @@ void KVCache::Impl::attend_fused(size_t head, const float* q, size_t rows, size_
   if (vs.tail_tokens) fp16.accumulate(w.tail, rows, vs.tail.data(), vs.tail_tokens, out);
 }
 
+void KVCache::Impl::attend_decoded(size_t head, const float* q, size_t rows, size_t group,
+                                   size_t first_token, size_t nq, float* out) const {
+  const size_t d = shape.head_dim;
+  // Tokens visible to the last row of this chunk; earlier rows see fewer (causal).
+  const size_t visible = tokens - nq + first_token + (rows - 1) / group + 1;
+  float* k = scratch(0, tokens * d);
+  float* v = scratch(1, tokens * d);
+  float* p = scratch(2, rows * visible);
+  decode_stream(keys[head], *codecs.key, k);
+  decode_stream(values[head], *codecs.value, v);
+  runtime::configure_blas();
+  const auto ri = [](size_t x) { return static_cast<blasint>(x); };
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ri(rows), ri(visible), ri(d), 1.0f, q, ri(d),
+              k, ri(d), 0.0f, p, ri(visible));
+  for (size_t r = 0; r < rows; ++r) {
+    const size_t seen = tokens - nq + first_token + r / group + 1;
+    float* row = p + r * visible;
+    simd::softmax(row, seen, nullptr, 0);
+    std::fill(row + seen, row + visible, 0.0f);
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ri(rows), ri(d), ri(visible), 1.0f, p,
+              ri(visible), v, ri(d), 0.0f, out, ri(d));
+}
+
 void KVCache::Impl::attend_reference(size_t head, const float* q, size_t rows, size_t group,
                                      size_t first_token, size_t nq, float* out) const {
   const size_t d = shape.head_dim;
@@ -202,6 +240,23 @@ KVCache::KVCache(KVCache&&) noexcept = default;
 KVCache& KVCache::operator=(KVCache&&) noexcept = default;
 
 void KVCache::append(const TensorView& k, const TensorView& v) {
+  append_checked(k, v, [](std::vector<float>&) {});
+}
+
+void KVCache::append(const TensorView& k, const TensorView& v, std::span<const int64_t> positions,
+                     const RopeParams& rope) {
+  if (k.rank >= 1 && positions.size() != k.dim(0)) {
+    throw ShapeError("append got " + std::to_string(positions.size()) + " positions for " +
+                     std::to_string(k.dim(0)) + " key tokens; expected one per token");
+  }
+  const size_t h = impl_->shape.kv_heads, d = impl_->shape.head_dim;
+  append_checked(k, v, [&](std::vector<float>& keys) {
+    for (size_t t = 0; t < positions.size(); ++t) apply_rope(rope, keys.data() + t * h * d, h, d, positions[t]);
+  });
+}
+
+template <class Transform>
+void KVCache::append_checked(const TensorView& k, const TensorView& v, Transform&& transform_keys) {
   Impl& m = *impl_;
   const size_t h = m.shape.kv_heads, d = m.shape.head_dim;
   check_kv(k, "keys", h, d);
@@ -210,15 +265,16 @@ void KVCache::append(const TensorView& k, const TensorView& v) {
     throw ShapeError("keys have " + std::to_string(k.dim(0)) + " tokens but values have " +
                      std::to_string(v.dim(0)) + "; expected the same count");
   }
-  const std::vector<float> kf = to_f32_checked(k, "keys");
+  std::vector<float> kf = to_f32_checked(k, "keys");
   const std::vector<float> vf = to_f32_checked(v, "values");
+  transform_keys(kf);
   check_fp16_range(kf, "keys");
   check_fp16_range(vf, "values");
   const size_t n = k.dim(0);
   parallel_for(h, [&](size_t head) {
     m.push(m.keys[head], *m.codecs.key, kf.data() + head * d, n, h * d);
     m.push(m.values[head], *m.codecs.value, vf.data() + head * d, n, h * d);
-  });
+  }, n * h * d >= kParallelAppendElements);
   m.tokens += n;
 }
 
@@ -247,12 +303,15 @@ void KVCache::attend(const TensorView& q, float* out, AttendPath path) const {
       for (size_t g = 0; g < group; ++g)
         for (size_t c = 0; c < d; ++c)
           qs[(i * group + g) * d + c] = qf[((i0 + i) * qh + head * group + g) * d + c] * scale;
-    if (path == AttendPath::Fused) m.attend_fused(head, qs.data(), rows, group, i0, nq, o.data());
+    AttendPath p = path;
+    if (p == AttendPath::Auto) p = rows >= kDecodedRows ? AttendPath::Decoded : AttendPath::Fused;
+    if (p == AttendPath::Fused) m.attend_fused(head, qs.data(), rows, group, i0, nq, o.data());
+    else if (p == AttendPath::Decoded) m.attend_decoded(head, qs.data(), rows, group, i0, nq, o.data());
     else m.attend_reference(head, qs.data(), rows, group, i0, nq, o.data());
     for (size_t i = 0; i < ni; ++i)
       for (size_t g = 0; g < group; ++g)
         std::copy_n(o.data() + (i * group + g) * d, d, out + ((i0 + i) * qh + head * group + g) * d);
-  });
+  }, nq * qh * m.tokens * d >= kParallelAttendMacs);
 }
 
 size_t KVCache::tokens() const { return impl_->tokens; }

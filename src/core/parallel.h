@@ -8,11 +8,13 @@
 
 namespace veloxquant {
 
+// `parallel` false runs the loop on the calling thread: for work smaller than the cost of waking
+// the other threads (microseconds when they spin, far more when the machine is busy).
 template <typename Fn>
-void parallel_for(size_t n, Fn&& fn) {
+void parallel_for(size_t n, Fn&& fn, bool parallel = true) {
   std::exception_ptr error;
   std::mutex m;
-#pragma omp parallel for schedule(dynamic)
+#pragma omp parallel for schedule(dynamic) if (parallel)
   for (size_t i = 0; i < n; ++i) {
     try {
       fn(i);

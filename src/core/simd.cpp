@@ -15,21 +15,30 @@ namespace {
 using DF = hn::ScalableTag<float>;
 using DH = hn::Rebind<hwy::float16_t, DF>;
 
-// Loads Lanes(DF) halves starting at p and widens them to f32 (F16C / AVX-512 cvtph).
-HWY_INLINE hn::Vec<DF> load_f16(DF df, const uint16_t* p) {
-  const DH dh;
-  return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
+// Loads Lanes(d) halves starting at p and widens them to f32 (F16C / AVX-512 cvtph).
+template <class D>
+HWY_INLINE hn::Vec<D> load_f16(D d, const uint16_t* p) {
+  const hn::Rebind<hwy::float16_t, D> dh;
+  return hn::PromoteTo(d, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
 }
 
-HWY_INLINE float reduce(DF df, hn::Vec<DF> v) { return hn::GetLane(hn::SumOfLanes(df, v)); }
+template <class D>
+HWY_INLINE float reduce(D d, hn::Vec<D> v) { return hn::GetLane(hn::SumOfLanes(d, v)); }
 
-HWY_INLINE hn::Vec<DF> load_row(DF df, const float* p) { return hn::LoadU(df, p); }
-HWY_INLINE hn::Vec<DF> load_row(DF df, const uint16_t* p) { return load_f16(df, p); }
+template <class D>
+HWY_INLINE hn::Vec<D> load_row(D d, const float* p) { return hn::LoadU(d, p); }
+template <class D>
+HWY_INLINE hn::Vec<D> load_row(D d, const uint16_t* p) { return load_f16(d, p); }
+
+template <typename T>
+HWY_INLINE float scalar_of(T x) {
+  if constexpr (sizeof(T) == 2) return veloxquant::f16_to_f32(x);
+  else return x;
+}
 
 // Up to four queries share each loaded key row, which is how grouped-query attention reuses K.
-template <typename T>
-void dot_rows(const float* q, size_t nq, const T* k, size_t n, size_t dim, float* scores) {
-  const DF df;
+template <class D, typename T>
+void dot_rows(D df, const float* q, size_t nq, const T* k, size_t n, size_t dim, float* scores) {
   const size_t L = hn::Lanes(df);
   const size_t vec_end = dim - dim % L;
   for (size_t i0 = 0; i0 < nq; i0 += 4) {
@@ -44,11 +53,9 @@ void dot_rows(const float* q, size_t nq, const T* k, size_t n, size_t dim, float
         if (m > 2) a2 = hn::MulAdd(x, hn::LoadU(df, q + (i0 + 2) * dim + c), a2);
         if (m > 3) a3 = hn::MulAdd(x, hn::LoadU(df, q + (i0 + 3) * dim + c), a3);
       }
-      float s[4] = {reduce(df, a0), reduce(df, a1), reduce(df, a2),
-                    reduce(df, a3)};
+      float s[4] = {reduce(df, a0), reduce(df, a1), reduce(df, a2), reduce(df, a3)};
       for (size_t c = vec_end; c < dim; ++c) {
-        float x;
-        if constexpr (sizeof(T) == 2) x = veloxquant::f16_to_f32(row[c]); else x = row[c];
+        const float x = scalar_of(row[c]);
         for (size_t j = 0; j < m; ++j) s[j] += x * q[(i0 + j) * dim + c];
       }
       for (size_t j = 0; j < m; ++j) scores[(i0 + j) * n + t] = s[j];
@@ -56,34 +63,55 @@ void dot_rows(const float* q, size_t nq, const T* k, size_t n, size_t dim, float
   }
 }
 
-template <typename T>
-void accumulate_rows(const float* w, size_t nq, const T* v, size_t n, size_t dim, float* out) {
-  const DF df;
+// Column block by column block, the up-to-four output rows stay in registers across all n
+// value rows: storing them back per value row would chain every FMA through memory.
+template <class D, typename T>
+void accumulate_rows(D df, const float* w, size_t nq, const T* v, size_t n, size_t dim, float* out) {
   const size_t L = hn::Lanes(df);
   const size_t vec_end = dim - dim % L;
   for (size_t i0 = 0; i0 < nq; i0 += 4) {
     const size_t m = nq - i0 < 4 ? nq - i0 : 4;
-    for (size_t t = 0; t < n; ++t) {
-      const T* row = v + t * dim;
-      float wt[4] = {0, 0, 0, 0};
-      for (size_t j = 0; j < m; ++j) wt[j] = w[(i0 + j) * n + t];
-      const auto w0 = hn::Set(df, wt[0]), w1 = hn::Set(df, wt[1]), w2 = hn::Set(df, wt[2]),
-                 w3 = hn::Set(df, wt[3]);
-      for (size_t c = 0; c < vec_end; c += L) {
-        const auto x = load_row(df, row + c);
-        float* o = out + i0 * dim + c;
-        hn::StoreU(hn::MulAdd(x, w0, hn::LoadU(df, o)), df, o);
-        if (m > 1) hn::StoreU(hn::MulAdd(x, w1, hn::LoadU(df, o + dim)), df, o + dim);
-        if (m > 2) hn::StoreU(hn::MulAdd(x, w2, hn::LoadU(df, o + 2 * dim)), df, o + 2 * dim);
-        if (m > 3) hn::StoreU(hn::MulAdd(x, w3, hn::LoadU(df, o + 3 * dim)), df, o + 3 * dim);
+    // Rows past m reuse row 0's weights and outputs and are never stored.
+    const float* wr[4];
+    for (size_t j = 0; j < 4; ++j) wr[j] = w + (i0 + (j < m ? j : 0)) * n;
+    float* o = out + i0 * dim;
+    for (size_t c = 0; c < vec_end; c += L) {
+      auto a0 = hn::LoadU(df, o + c), a1 = a0, a2 = a0, a3 = a0;
+      if (m > 1) a1 = hn::LoadU(df, o + dim + c);
+      if (m > 2) a2 = hn::LoadU(df, o + 2 * dim + c);
+      if (m > 3) a3 = hn::LoadU(df, o + 3 * dim + c);
+      for (size_t t = 0; t < n; ++t) {
+        const auto x = load_row(df, v + t * dim + c);
+        a0 = hn::MulAdd(x, hn::Set(df, wr[0][t]), a0);
+        a1 = hn::MulAdd(x, hn::Set(df, wr[1][t]), a1);
+        a2 = hn::MulAdd(x, hn::Set(df, wr[2][t]), a2);
+        a3 = hn::MulAdd(x, hn::Set(df, wr[3][t]), a3);
       }
-      for (size_t c = vec_end; c < dim; ++c) {
-        float x;
-        if constexpr (sizeof(T) == 2) x = veloxquant::f16_to_f32(row[c]); else x = row[c];
-        for (size_t j = 0; j < m; ++j) out[(i0 + j) * dim + c] += wt[j] * x;
+      hn::StoreU(a0, df, o + c);
+      if (m > 1) hn::StoreU(a1, df, o + dim + c);
+      if (m > 2) hn::StoreU(a2, df, o + 2 * dim + c);
+      if (m > 3) hn::StoreU(a3, df, o + 3 * dim + c);
+    }
+    for (size_t c = vec_end; c < dim; ++c) {
+      for (size_t t = 0; t < n; ++t) {
+        const float x = scalar_of(v[t * dim + c]);
+        for (size_t j = 0; j < m; ++j) o[j * dim + c] += wr[j][t] * x;
       }
     }
   }
+}
+
+// Runs `kernel` with the widest vector whose lane count divides dim, so that small heads (8 or
+// 4 channels) use short vectors instead of the scalar tail; other dims use full vectors plus a tail.
+template <class Kernel>
+void with_row_width(size_t dim, Kernel&& kernel) {
+  const DF full;
+  if (dim % hn::Lanes(full) == 0 || dim > 4 * hn::Lanes(full)) return kernel(full);
+  const hn::CappedTag<float, 8> eight;
+  if (dim % hn::Lanes(eight) == 0) return kernel(eight);
+  const hn::CappedTag<float, 4> four;
+  if (dim % hn::Lanes(four) == 0) return kernel(four);
+  kernel(full);
 }
 }  // namespace
 
@@ -156,18 +184,18 @@ void axpy(float a, const float* x, float* y, size_t n) {
 
 void dot_f16_rows(const float* q, size_t nq, const uint16_t* k, size_t n, size_t dim,
                   float* scores) {
-  dot_rows(q, nq, k, n, dim, scores);
+  with_row_width(dim, [&](auto d) { dot_rows(d, q, nq, k, n, dim, scores); });
 }
 void accumulate_f16_rows(const float* w, size_t nq, const uint16_t* v, size_t n, size_t dim,
                          float* out) {
-  accumulate_rows(w, nq, v, n, dim, out);
+  with_row_width(dim, [&](auto d) { accumulate_rows(d, w, nq, v, n, dim, out); });
 }
 void dot_f32_rows(const float* q, size_t nq, const float* k, size_t n, size_t dim, float* scores) {
-  dot_rows(q, nq, k, n, dim, scores);
+  with_row_width(dim, [&](auto d) { dot_rows(d, q, nq, k, n, dim, scores); });
 }
 void accumulate_f32_rows(const float* w, size_t nq, const float* v, size_t n, size_t dim,
                          float* out) {
-  accumulate_rows(w, nq, v, n, dim, out);
+  with_row_width(dim, [&](auto d) { accumulate_rows(d, w, nq, v, n, dim, out); });
 }
 
 void f16_to_f32(const uint16_t* in, float* out, size_t n) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "expect_error.h"
 #include "veloxquant/gguf.h"
 #include "veloxquant/tensor.h"
 
@@ -25,21 +26,10 @@ namespace {
 
 // The message of the FormatError that parsing `bytes` throws ("" if it parses).
 std::string parse_error(std::vector<uint8_t> bytes) {
-  try {
-    GgufFile::parse(std::move(bytes));
-  } catch (const FormatError& e) {
-    return e.what();
-  }
-  return "";
+  return test::error_message<FormatError>([&] { GgufFile::parse(std::move(bytes)); });
 }
 
-#define EXPECT_PARSE_ERROR(bytes, fragment)                                          \
-  do {                                                                               \
-    const std::string message = parse_error(bytes);                                  \
-    EXPECT_NE(message.find(fragment), std::string::npos)                             \
-        << "expected an error containing \"" << (fragment) << "\", got \"" << message \
-        << "\"";                                                                     \
-  } while (0)
+#define EXPECT_PARSE_ERROR(bytes, fragment) EXPECT_CONTAINS(parse_error(bytes), fragment)
 
 // Hand-assembled GGUF bytes, for files the writer refuses to produce.
 struct RawGguf {

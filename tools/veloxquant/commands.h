@@ -12,5 +12,7 @@ using Command = std::function<void()>;
 Command add_methods_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
 Command add_inspect_command(CLI::App& app);
+Command add_generate_command(CLI::App& app);
+Command add_perplexity_command(CLI::App& app);
 
 }  // namespace veloxquant::cli

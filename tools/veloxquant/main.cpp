@@ -1,4 +1,4 @@
-// veloxquant: KV-cache compression methods, benchmarks and (later) a model runtime.
+// veloxquant: KV-cache compression methods, benchmarks and a model runtime.
 // Errors print one line on stderr and exit with code 2.
 #include <cstdio>
 #include <exception>
@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   };
   add(veloxquant::cli::add_methods_command);
   add(veloxquant::cli::add_bench_command);
+  add(veloxquant::cli::add_generate_command);
+  add(veloxquant::cli::add_perplexity_command);
   add(veloxquant::cli::add_inspect_command);
   try {
     app.parse(argc, argv);

@@ -1,5 +1,7 @@
 #include <fmt/format.h>
 
+#include <limits>
+
 #include "veloxquant/gguf.h"
 
 namespace veloxquant {
@@ -60,6 +62,22 @@ GgufValue GgufValue::array(GgufValueType element_type, std::vector<GgufValue> it
 
 GgufValueType GgufValue::type() const {
   return std::visit([](const auto& v) { return type_of<std::decay_t<decltype(v)>>(); }, v_);
+}
+
+std::optional<int64_t> GgufValue::as_integer() const {
+  return std::visit(
+      [](const auto& v) -> std::optional<int64_t> {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+          if constexpr (std::is_same_v<T, uint64_t>) {
+            if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
+          }
+          return static_cast<int64_t>(v);
+        } else {
+          return std::nullopt;
+        }
+      },
+      v_);
 }
 
 void GgufValue::throw_type_mismatch(std::string_view context, GgufValueType expected) const {

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Builds llama.cpp's `llama-bench` from the llama.cpp source vendored in PyPI's llama-cpp-python
+# sdist, for side-by-side speed comparisons (bench/runtime_report.py). Nothing in the project's
+# build or tests depends on it. Idempotent: does nothing if the binary is already built.
+#   bench/llamacpp/build_llama_bench.sh            # -> .llamacpp/build/bin/llama-bench
+# Environment: LLAMA_CPP_PYTHON_VERSION (default 0.3.36), PIP (default: python3 -m pip),
+#              JOBS (default 2), WORK (default <repo>/.llamacpp).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+VERSION="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
+WORK="${WORK:-$ROOT/.llamacpp}"
+JOBS="${JOBS:-2}"
+PIP="${PIP:-python3 -m pip}"
+BIN="$WORK/build/bin/llama-bench"
+
+if [[ -x "$BIN" ]]; then
+  echo "llama-bench already built: $BIN"
+  exit 0
+fi
+
+mkdir -p "$WORK/sdist"
+SDIST="$(ls "$WORK"/sdist/llama_cpp_python-"$VERSION".tar.gz 2>/dev/null || true)"
+if [[ -z "$SDIST" ]]; then
+  $PIP download --no-binary :all: --no-deps \
+    -d "$WORK/sdist" "llama-cpp-python==$VERSION"
+  SDIST="$(ls "$WORK"/sdist/llama_cpp_python-"$VERSION".tar.gz)"
+fi
+
+SRC="$WORK/llama_cpp_python-$VERSION"
+if [[ ! -f "$SRC/vendor/llama.cpp/CMakeLists.txt" ]]; then
+  tar -xzf "$SDIST" -C "$WORK"
+fi
+LLAMA="$SRC/vendor/llama.cpp"
+[[ -f "$LLAMA/CMakeLists.txt" ]] || { echo "no vendored llama.cpp in $SDIST" >&2; exit 1; }
+
+GEN=()
+command -v ninja >/dev/null && GEN=(-G Ninja)
+start=$(date +%s)
+cmake -S "$LLAMA" -B "$WORK/build" "${GEN[@]}" \
+  -DCMAKE_BUILD_TYPE=Release \
+  -DGGML_NATIVE=ON \
+  -DGGML_CUDA=OFF \
+  -DLLAMA_CURL=OFF \
+  -DLLAMA_BUILD_TESTS=OFF \
+  -DLLAMA_BUILD_EXAMPLES=OFF \
+  -DLLAMA_BUILD_SERVER=OFF \
+  -DLLAMA_BUILD_TOOLS=ON \
+  -DBUILD_SHARED_LIBS=OFF
+cmake --build "$WORK/build" --target llama-bench -j "$JOBS"
+end=$(date +%s)
+echo "built $BIN in $((end - start)) s"
+echo "$((end - start))" > "$WORK/build/llama-bench.build_seconds"
+"$BIN" --help >/dev/null 2>&1 || true

@@ -1,0 +1,85 @@
+// Prompt-processing and generation speed of the runtime, measured the way llama.cpp's
+// llama-bench measures it so the two can run side by side: random token ids, `depth` tokens put
+// in the cache first (untimed), then either one batch of P tokens (ppP) or G single-token steps
+// (tgG). Prints one JSON object per test with every repetition and the median.
+//   veloxquant_bench_runtime -m MODEL [-p 512] [-n 128] [-d 0] [-t 1] [--kv fp16] [-r 5]
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <vector>
+
+#include "veloxquant/model.h"
+
+namespace {
+using namespace veloxquant;
+
+std::vector<int32_t> random_tokens(size_t n, size_t vocab, std::mt19937_64& rng) {
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = static_cast<int32_t>(rng() % vocab);
+  return t;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string model_path, kv = "fp16";
+  size_t prompt = 512, gen = 128, depth = 0;
+  int threads = 1, reps = 5;
+  CLI::App app{"Runtime speed in the manner of llama-bench"};
+  app.add_option("-m,--model", model_path, "GGUF model")->required();
+  app.add_option("-p,--prompt", prompt, "tokens in the prompt-processing test (0: skip)")->capture_default_str();
+  app.add_option("-n,--gen", gen, "tokens in the generation test (0: skip)")->capture_default_str();
+  app.add_option("-d,--depth", depth, "tokens already in the cache")->capture_default_str();
+  app.add_option("-t,--threads", threads, "threads")->capture_default_str()->check(CLI::Range(1, 1024));
+  app.add_option("--kv", kv, "KV-cache method spec")->capture_default_str();
+  app.add_option("-r,--reps", reps, "repetitions")->capture_default_str()->check(CLI::Range(1, 1000));
+  CLI11_PARSE(app, argc, argv);
+  try {
+    omp_set_num_threads(threads);
+    const Model model = Model::load(model_path);
+    const size_t vocab = model.config().vocab;
+    std::mt19937_64 rng(1234);
+    Session session(model, SessionOptions{kv, depth + std::max(prompt, gen) + 1});
+    for (const auto& [name, n] : {std::pair{"pp", prompt}, std::pair{"tg", gen}}) {
+      if (n == 0) continue;
+      std::vector<double> rates;
+      for (int r = 0; r < reps + 1; ++r) {  // the first run warms caches and is not kept
+        session.reset();
+        if (depth) session.eval(random_tokens(depth, vocab, rng), Logits::None);
+        const std::vector<int32_t> tokens = random_tokens(n, vocab, rng);
+        const auto t0 = std::chrono::steady_clock::now();
+        if (std::string_view(name) == "pp") {
+          session.eval(tokens, Logits::Last);
+        } else {
+          for (const int32_t& t : tokens) session.eval(std::span(&t, 1), Logits::Last);
+        }
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (r > 0) rates.push_back(static_cast<double>(n) / s);
+      }
+      nlohmann::ordered_json j;
+      j["test"] = fmt::format("{}{}", name, n);
+      j["depth"] = depth;
+      j["threads"] = threads;
+      j["kv"] = kv;
+      j["kv_bytes"] = session.kv_bytes();
+      j["kv_fp16_bytes"] = session.kv_fp16_bytes();
+      j["tokens_per_s"] = rates;
+      j["median_tokens_per_s"] = median(rates);
+      fmt::print("{}\n", j.dump());
+    }
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "veloxquant_bench_runtime: error: {}\n", e.what());
+    return 2;
+  }
+  return 0;
+}

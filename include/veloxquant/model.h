@@ -1,0 +1,97 @@
+// Llama-family models from GGUF files, and inference sessions whose attention runs through
+// compressed KV caches.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "veloxquant/gguf.h"
+#include "veloxquant/rope.h"
+#include "veloxquant/tokenizer.h"
+
+namespace veloxquant {
+
+struct ModelConfig {
+  std::string architecture;  // "llama", "qwen2"
+  std::string name;          // general.name, may be empty
+  uint32_t layers = 0;
+  uint32_t embedding = 0;     // model width
+  uint32_t feed_forward = 0;  // SwiGLU hidden width
+  uint32_t heads = 0;
+  uint32_t kv_heads = 0;
+  uint32_t head_dim = 0;
+  uint32_t vocab = 0;
+  uint32_t context_length = 0;  // the context the model was trained for
+  float rms_eps = 1e-5f;
+  RopeParams rope;
+  bool qkv_bias = false;     // q/k/v projections carry biases (qwen2)
+  bool tied_output = false;  // output projection reuses token_embd
+};
+
+// The architectures Model::load accepts, e.g. {"llama", "qwen2"}.
+std::vector<std::string> supported_architectures();
+
+// Weights stay in the file's memory mapping; F32, F16, BF16, Q8_0 and Q4_0 tensors are used as
+// stored. Copies share the same weights.
+class Model {
+ public:
+  // Throws FormatError naming the problem: an unsupported architecture (listing the supported
+  // ones), a missing or misshapen tensor, an unsupported tensor type, bad hyperparameters.
+  static Model load(const std::string& path);
+  static Model from_gguf(GgufFile file);
+
+  const ModelConfig& config() const;
+  const Tokenizer& tokenizer() const;
+  const GgufFile& file() const;
+  size_t parameter_count() const;
+  size_t weight_bytes() const;
+
+  struct Impl;
+  const Impl& impl() const { return *impl_; }
+
+ private:
+  explicit Model(std::shared_ptr<const Impl> impl);
+  std::shared_ptr<const Impl> impl_;
+};
+
+struct SessionOptions {
+  std::string kv_spec = "fp16";  // cache method for keys and values of every layer
+  size_t context = 0;            // maximum tokens; 0 means the model's context_length
+};
+
+enum class Logits { None, Last, All };
+
+// One sequence being decoded: the model plus one KV cache per layer.
+class Session {
+ public:
+  explicit Session(Model model, SessionOptions options = {});
+  ~Session();
+  Session(Session&&) noexcept;
+  Session& operator=(Session&&) noexcept;
+
+  // Runs `tokens` at positions [position(), position() + n) as one batch (prefill when n > 1),
+  // appending their keys and values to the caches. Returns vocab logits for the last token
+  // (Logits::Last), for every token ([n, vocab], Logits::All) or nothing. Throws Error if a
+  // token id is out of range or the context would overflow.
+  std::vector<float> eval(std::span<const int32_t> tokens, Logits which = Logits::Last);
+
+  size_t position() const;
+  size_t context() const;
+  const Model& model() const;
+  // Exact bytes stored by all layers' caches, and what fp16 caches would store.
+  size_t kv_bytes() const;
+  size_t kv_fp16_bytes() const;
+  // Forgets every token (the caches start empty again).
+  void reset();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace veloxquant

@@ -1,0 +1,9 @@
+// qwen2: the llama graph with biases on the q/k/v projections and NeoX-style RoPE (pairs i and
+// i + dims/2), since its converter keeps the Hugging Face weight order.
+#include "runtime/model/architecture.h"
+
+namespace veloxquant::runtime {
+
+extern const Architecture kQwen2{"qwen2", RopeLayout::Neox, true};
+
+}  // namespace veloxquant::runtime

@@ -1,0 +1,133 @@
+// Model::load: finds the architecture, reads hyperparameters and tokenizer, and checks every
+// tensor the graph uses against the shapes those hyperparameters imply before anything runs.
+#include <string>
+
+#include "runtime/model/architecture.h"
+#include "runtime/model/hyperparameters.h"
+#include "runtime/model/model_impl.h"
+
+namespace veloxquant {
+namespace {
+
+std::string dims_string(const std::vector<uint64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+class TensorLoader {
+ public:
+  TensorLoader(const GgufFile& f, Model::Impl& m) : f_(f), m_(m) {}
+
+  // A matrix of `rows` outputs by `cols` inputs (ggml dims {cols, rows}).
+  runtime::WeightMatrix matrix(const std::string& name, size_t rows, size_t cols) {
+    const GgufTensorInfo& t = f_.tensor(name);
+    expect_dims(t, {cols, rows});
+    count(t);
+    return runtime::WeightMatrix::from_gguf(f_, t);
+  }
+
+  // A 1-D f32 vector of n values (norm weights and biases are kept in f32 by every converter,
+  // but any decodable type is accepted).
+  std::vector<float> vector(const std::string& name, size_t n) {
+    const GgufTensorInfo& t = f_.tensor(name);
+    expect_dims(t, {n});
+    count(t);
+    return f_.tensor_f32(t);
+  }
+
+  bool has(const std::string& name) const { return f_.find_tensor(name) != nullptr; }
+
+ private:
+  void expect_dims(const GgufTensorInfo& t, std::vector<uint64_t> want) {
+    if (t.dims != want) {
+      throw FormatError("tensor '" + t.name + "' has shape " + dims_string(t.dims) + "; expected " +
+                        dims_string(want) + " (ggml order) from the model's hyperparameters");
+    }
+  }
+  void count(const GgufTensorInfo& t) {
+    m_.parameters += t.elements;
+    m_.weight_bytes += t.bytes;
+  }
+
+  const GgufFile& f_;
+  Model::Impl& m_;
+};
+
+void load_weights(Model::Impl& m, const runtime::Architecture& arch) {
+  const ModelConfig& c = m.config;
+  TensorLoader load(m.file, m);
+  const size_t d = c.embedding, q_width = size_t{c.heads} * c.head_dim,
+               kv_width = size_t{c.kv_heads} * c.head_dim;
+  const GgufTensorInfo& embd = m.file.tensor("token_embd.weight");
+  if (embd.dims.size() != 2 || embd.dims[0] != d) {
+    throw FormatError("tensor 'token_embd.weight' has shape " + dims_string(embd.dims) +
+                      "; expected [" + std::to_string(d) + ", vocab]");
+  }
+  m.config.vocab = static_cast<uint32_t>(embd.dims[1]);
+  m.token_embd = load.matrix("token_embd.weight", c.vocab, d);
+  m.output_norm = load.vector("output_norm.weight", d);
+  m.config.tied_output = !load.has("output.weight");
+  m.output = m.config.tied_output ? m.token_embd : load.matrix("output.weight", c.vocab, d);
+  if (load.has("rope_freqs.weight")) {
+    throw FormatError("tensor 'rope_freqs.weight' (per-frequency RoPE factors, as in llama 3.1) is "
+                      "not supported yet");
+  }
+  m.layers.resize(c.layers);
+  for (uint32_t i = 0; i < c.layers; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    LayerWeights& l = m.layers[i];
+    l.attn_norm = load.vector(p + "attn_norm.weight", d);
+    l.wq = load.matrix(p + "attn_q.weight", q_width, d);
+    l.wk = load.matrix(p + "attn_k.weight", kv_width, d);
+    l.wv = load.matrix(p + "attn_v.weight", kv_width, d);
+    l.wo = load.matrix(p + "attn_output.weight", d, q_width);
+    // Biases are required where the architecture has them and honoured wherever they appear.
+    if (arch.requires_qkv_bias || load.has(p + "attn_q.bias")) {
+      l.bq = load.vector(p + "attn_q.bias", q_width);
+      l.bk = load.vector(p + "attn_k.bias", kv_width);
+      l.bv = load.vector(p + "attn_v.bias", kv_width);
+      m.config.qkv_bias = true;
+    }
+    l.ffn_norm = load.vector(p + "ffn_norm.weight", d);
+    l.gate = load.matrix(p + "ffn_gate.weight", c.feed_forward, d);
+    l.up = load.matrix(p + "ffn_up.weight", c.feed_forward, d);
+    l.down = load.matrix(p + "ffn_down.weight", d, c.feed_forward);
+  }
+}
+
+}  // namespace
+
+Model::Model(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+
+Model Model::load(const std::string& path) {
+  GgufFile file = GgufFile::open(path);
+  try {
+    return from_gguf(std::move(file));
+  } catch (const FormatError& e) {
+    throw FormatError(path + ": " + e.what());
+  }
+}
+
+Model Model::from_gguf(GgufFile file) {
+  auto m = std::make_shared<Impl>(Impl{std::move(file), {}, {}, {}, {}, {}, {}, 0, 0});
+  const auto& arch_name = m->file.get<std::string>("general.architecture");
+  const runtime::Architecture& arch = runtime::find_architecture(arch_name);
+  m->config = runtime::read_hyperparameters(m->file, arch);
+  load_weights(*m, arch);
+  m->tokenizer.emplace(Tokenizer::from_gguf(m->file));
+  if (m->tokenizer->vocab_size() > m->config.vocab) {
+    throw FormatError("the tokenizer has " + std::to_string(m->tokenizer->vocab_size()) +
+                      " tokens but token_embd.weight only " + std::to_string(m->config.vocab) +
+                      " rows; expected at most as many tokens as embedding rows");
+  }
+  return Model(std::move(m));
+}
+
+const ModelConfig& Model::config() const { return impl_->config; }
+const Tokenizer& Model::tokenizer() const { return *impl_->tokenizer; }
+const GgufFile& Model::file() const { return impl_->file; }
+size_t Model::parameter_count() const { return impl_->parameters; }
+size_t Model::weight_bytes() const { return impl_->weight_bytes; }
+
+}  // namespace veloxquant

@@ -1,0 +1,175 @@
+// The forward pass of a Llama-family decoder over one sequence. Each layer's attention goes
+// through that layer's KVCache: it receives pre-RoPE keys with their positions and attends for
+// the layer's (rotated) queries, so every cache method runs inside the model.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "runtime/model/model_impl.h"
+#include "veloxquant/cache.h"
+#include "veloxquant/model.h"
+
+namespace veloxquant {
+namespace {
+
+// Tokens per forward step: bounds the activation buffers of a long prompt (as llama.cpp's
+// micro-batch does) while keeping the projections matrix-matrix products.
+constexpr size_t kMicroBatch = 512;
+
+// y = x / rms(x) * w, one row of width d. Sum of squares in double, as ggml accumulates it.
+void rms_norm(const float* x, const float* w, size_t d, float eps, float* y) {
+  double ss = 0;
+  for (size_t i = 0; i < d; ++i) ss += static_cast<double>(x[i]) * x[i];
+  const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(d) + eps));
+  for (size_t i = 0; i < d; ++i) y[i] = x[i] * scale * w[i];
+}
+
+// Y[n, rows] = X[n, cols] W^T, plus bias when given.
+void project(const runtime::WeightMatrix& w, const std::vector<float>& bias, const float* x,
+             size_t n, float* y) {
+  if (n == 1) runtime::matvec(w, x, y);
+  else runtime::matmul(w, x, n, y);
+  if (bias.empty()) return;
+  for (size_t t = 0; t < n; ++t)
+    for (size_t i = 0; i < w.rows; ++i) y[t * w.rows + i] += bias[i];
+}
+
+}  // namespace
+
+struct Session::Impl {
+  Model model;
+  SessionOptions options;
+  size_t context = 0;
+  size_t position = 0;
+  std::vector<KVCache> caches;
+  // Activations of one micro-batch, reused across calls.
+  std::vector<float> x, h, q, k, v, attn, proj, gate, up;
+  std::vector<int64_t> positions;
+
+  Impl(Model m, SessionOptions o) : model(std::move(m)), options(std::move(o)) {
+    const ModelConfig& c = model.config();
+    context = options.context ? options.context : c.context_length;
+    make_caches(parse_spec(options.kv_spec));
+  }
+
+  void make_caches(const Spec& spec) {
+    const ModelConfig& c = model.config();
+    caches.clear();
+    caches.reserve(c.layers);
+    for (uint32_t l = 0; l < c.layers; ++l)
+      caches.emplace_back(spec, LayerShape{c.kv_heads, c.head_dim, static_cast<int>(l), 0});
+  }
+
+  void resize(size_t n) {
+    const ModelConfig& c = model.config();
+    const size_t qw = size_t{c.heads} * c.head_dim, kvw = size_t{c.kv_heads} * c.head_dim;
+    x.resize(n * c.embedding);
+    h.resize(n * c.embedding);
+    q.resize(n * qw);
+    attn.resize(n * qw);
+    k.resize(n * kvw);
+    v.resize(n * kvw);
+    proj.resize(n * c.embedding);
+    gate.resize(n * c.feed_forward);
+    up.resize(n * c.feed_forward);
+    positions.resize(n);
+  }
+
+  void layer(size_t l, size_t n) {
+    const ModelConfig& c = model.config();
+    const LayerWeights& w = model.impl().layers[l];
+    const size_t d = c.embedding, hd = c.head_dim, qw = size_t{c.heads} * hd;
+    for (size_t t = 0; t < n; ++t) rms_norm(&x[t * d], w.attn_norm.data(), d, c.rms_eps, &h[t * d]);
+    project(w.wq, w.bq, h.data(), n, q.data());
+    project(w.wk, w.bk, h.data(), n, k.data());
+    project(w.wv, w.bv, h.data(), n, v.data());
+    for (size_t t = 0; t < n; ++t) apply_rope(c.rope, &q[t * qw], c.heads, hd, positions[t]);
+    caches[l].append(TensorView::f32(k.data(), {n, c.kv_heads, hd}),
+                     TensorView::f32(v.data(), {n, c.kv_heads, hd}), positions, c.rope);
+    caches[l].attend(TensorView::f32(q.data(), {n, c.heads, hd}), attn.data());
+    project(w.wo, {}, attn.data(), n, proj.data());
+    for (size_t i = 0; i < n * d; ++i) x[i] += proj[i];
+
+    for (size_t t = 0; t < n; ++t) rms_norm(&x[t * d], w.ffn_norm.data(), d, c.rms_eps, &h[t * d]);
+    project(w.gate, {}, h.data(), n, gate.data());
+    project(w.up, {}, h.data(), n, up.data());
+    for (size_t i = 0; i < n * c.feed_forward; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+    project(w.down, {}, gate.data(), n, proj.data());
+    for (size_t i = 0; i < n * d; ++i) x[i] += proj[i];
+  }
+
+  // Runs n tokens; writes logits of rows [first_logit, n) to `logits`.
+  void step(const int32_t* tokens, size_t n, size_t first_logit, float* logits) {
+    const ModelConfig& c = model.config();
+    const Model::Impl& m = model.impl();
+    const size_t d = c.embedding;
+    resize(n);
+    for (size_t t = 0; t < n; ++t) {
+      runtime::dequantize_row(m.token_embd, static_cast<size_t>(tokens[t]), &x[t * d]);
+      positions[t] = static_cast<int64_t>(position + t);
+    }
+    for (size_t l = 0; l < c.layers; ++l) layer(l, n);
+    position += n;
+    if (first_logit >= n) return;
+    const size_t rows = n - first_logit;
+    for (size_t t = 0; t < rows; ++t)
+      rms_norm(&x[(first_logit + t) * d], m.output_norm.data(), d, c.rms_eps, &h[t * d]);
+    project(m.output, {}, h.data(), rows, logits);
+  }
+};
+
+Session::Session(Model model, SessionOptions options)
+    : impl_(std::make_unique<Impl>(std::move(model), std::move(options))) {}
+Session::~Session() = default;
+Session::Session(Session&&) noexcept = default;
+Session& Session::operator=(Session&&) noexcept = default;
+
+std::vector<float> Session::eval(std::span<const int32_t> tokens, Logits which) {
+  Impl& s = *impl_;
+  const size_t vocab = s.model.config().vocab, n = tokens.size();
+  if (n == 0) throw Error("eval got no tokens; expected at least 1");
+  for (size_t i = 0; i < n; ++i) {
+    if (tokens[i] < 0 || static_cast<size_t>(tokens[i]) >= vocab) {
+      throw Error("token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
+                  " is out of range; expected 0.." + std::to_string(vocab - 1));
+    }
+  }
+  if (s.position + n > s.context) {
+    throw Error("the context holds " + std::to_string(s.context) + " tokens; " +
+                std::to_string(s.position) + " are used and " + std::to_string(n) +
+                " more do not fit");
+  }
+  std::vector<float> logits(which == Logits::All ? n * vocab : which == Logits::Last ? vocab : 0);
+  for (size_t b = 0; b < n; b += kMicroBatch) {
+    const size_t nb = std::min(kMicroBatch, n - b);
+    if (which == Logits::All) s.step(&tokens[b], nb, 0, &logits[b * vocab]);
+    else if (which == Logits::Last && b + nb == n) s.step(&tokens[b], nb, nb - 1, logits.data());
+    else s.step(&tokens[b], nb, nb, nullptr);
+  }
+  return logits;
+}
+
+size_t Session::position() const { return impl_->position; }
+size_t Session::context() const { return impl_->context; }
+const Model& Session::model() const { return impl_->model; }
+
+size_t Session::kv_bytes() const {
+  size_t b = 0;
+  for (const KVCache& c : impl_->caches) b += c.bytes();
+  return b;
+}
+
+size_t Session::kv_fp16_bytes() const {
+  size_t b = 0;
+  for (const KVCache& c : impl_->caches) b += c.fp16_bytes();
+  return b;
+}
+
+void Session::reset() {
+  Impl& s = *impl_;
+  const Spec spec = s.caches.front().spec();
+  s.make_caches(spec);
+  s.position = 0;
+}
+
+}  // namespace veloxquant

@@ -1,0 +1,55 @@
+// 2-D weight tensors used as stored in the GGUF file (F32, F16, BF16, Q8_0, Q4_0), and the
+// matrix-vector / matrix-matrix products the forward pass runs on them.
+//
+// Activations stay f32 throughout: weights are decoded to f32 in registers (matvec) or in an f32
+// scratch tile (matmul) and every product and sum is f32, so results match an f32 product with
+// the dequantized weights up to f32 rounding. (llama.cpp instead rounds the activations to Q8 for
+// its integer dot products; we keep the accuracy, the decode bandwidth is the same.)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "veloxquant/gguf.h"
+
+namespace veloxquant::runtime {
+
+// `rows` output features of `cols` contiguous elements each (ggml dims = {cols, rows}).
+// A view: `data` must outlive it (for from_gguf, the GgufFile or a copy of it).
+struct WeightMatrix {
+  std::string name;
+  GgmlType type = GgmlType::F32;
+  size_t rows = 0;
+  size_t cols = 0;
+  std::span<const uint8_t> data;  // rows * row_bytes() bytes
+
+  size_t row_bytes() const;
+
+  // A view over `data`; `name` is only for messages. Throws FormatError naming it if the type is
+  // not supported, rows or cols is 0, cols is not a multiple of the type's block size, or data
+  // does not hold exactly rows rows.
+  static WeightMatrix view(std::string name, GgmlType type, size_t rows, size_t cols,
+                           std::span<const uint8_t> data);
+
+  // Checks that the tensor is 2-D (or 1-D with rows = 1), of a supported type, that cols is
+  // a multiple of the block size and that its bytes lie inside the file. Throws FormatError
+  // naming the tensor otherwise.
+  static WeightMatrix from_gguf(const GgufFile& file, const GgufTensorInfo& info);
+};
+
+// Whether matvec/matmul accept this type: F32, F16, BF16, Q8_0, Q4_0.
+bool weight_type_supported(GgmlType type);
+
+// y[rows] = W x, x has cols floats. Multithreaded over rows with OpenMP when the matrix is large
+// enough to pay for it; never allocates.
+void matvec(const WeightMatrix& w, const float* x, float* y);
+
+// Y[n, rows] = X[n, cols] W^T (row-major X and Y). n = 1 is exactly matvec.
+void matmul(const WeightMatrix& w, const float* x, size_t n, float* y);
+
+// Row r decoded to f32 (cols floats): embedding lookups. Throws ShapeError if r >= rows.
+void dequantize_row(const WeightMatrix& w, size_t r, float* out);
+
+}  // namespace veloxquant::runtime

@@ -1,0 +1,251 @@
+"""An independent float64 forward pass for Llama-family GGUF models, the oracle the C++ runtime
+is tested against.
+
+Written from the architectures' definitions (Llama: Touvron et al. 2023 and llama.cpp's GGUF
+conventions; Qwen2: its Hugging Face modelling code's structure), not from this project's C++.
+The file is read with the PyPI `gguf` package (llama.cpp's own reader); tensor bytes are decoded
+by ggml_blocks.
+
+  x = token_embd[tokens]
+  per layer:  h = RMSNorm(x) * attn_norm
+              q, k, v = h Wq^T (+ bq), h Wk^T (+ bk), h Wv^T (+ bv)      (biases: qwen2)
+              RoPE on q and k; causal grouped-query attention, scale 1/sqrt(head_dim),
+              query head i reads KV head i // (heads / kv_heads)
+              x += attn Wo^T
+              h = RMSNorm(x) * ffn_norm
+              x += (silu(h Wgate^T) * (h Wup^T)) Wdown^T
+  logits = (RMSNorm(x) * output_norm) Wout^T, Wout = token_embd when output.weight is absent.
+
+RoPE rotates pairs of a head's first n_rot dimensions by pos * freq_scale * base^(-2i / n_rot):
+GGUF llama files use adjacent pairs (2i, 2i+1) (their converter permutes Wq and Wk to match), qwen2
+uses the NeoX pairs (i, i + n_rot/2). Linear RoPE scaling divides positions by its factor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from gguf import GGUFReader
+
+import ggml_blocks
+
+# RoPE pair layout by architecture.
+ROPE_LAYOUT = {"llama": "adjacent", "qwen2": "neox"}
+
+
+@dataclass
+class Config:
+    arch: str
+    layers: int
+    width: int
+    ffn: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    eps: float
+    rope_dims: int
+    rope_base: float
+    rope_scale: float  # multiplies positions: 1 / the linear scaling factor
+    rope_layout: str
+
+
+@dataclass
+class Layer:
+    attn_norm: np.ndarray
+    wq: np.ndarray  # [out, in]
+    wk: np.ndarray
+    wv: np.ndarray
+    wo: np.ndarray
+    bq: np.ndarray | None
+    bk: np.ndarray | None
+    bv: np.ndarray | None
+    ffn_norm: np.ndarray
+    w_gate: np.ndarray
+    w_up: np.ndarray
+    w_down: np.ndarray
+
+
+@dataclass
+class Model:
+    config: Config
+    token_embd: np.ndarray  # [vocab, width]
+    output_norm: np.ndarray
+    output: np.ndarray  # [vocab, width]
+    layers: list[Layer]
+    tokens: list[str] = field(default_factory=list)
+    token_types: list[int] = field(default_factory=list)
+    bos: int | None = None
+    eos: int | None = None
+
+
+def metadata(reader: GGUFReader) -> dict:
+    """Every metadata value as a Python value (arrays as lists), without the reader's GGUF.*
+    pseudo-fields."""
+    return {k: f.contents() for k, f in reader.fields.items() if not k.startswith("GGUF.")}
+
+
+def tensors(reader: GGUFReader) -> dict[str, np.ndarray]:
+    """Every tensor decoded to float64, shaped as numpy sees it (ggml dims reversed: a weight
+    matrix is [out, in])."""
+    out = {}
+    for t in reader.tensors:
+        n = int(t.n_elements)
+        start = int(t.data_offset)
+        raw = reader.data[start : start + ggml_blocks.nbytes(int(t.tensor_type), n)]
+        shape = tuple(int(d) for d in reversed(t.shape.tolist()))
+        out[t.name] = ggml_blocks.dequantize(raw, int(t.tensor_type), n).reshape(shape)
+    return out
+
+
+def load(path: str) -> Model:
+    reader = GGUFReader(path)
+    meta = metadata(reader)
+    w = tensors(reader)
+    arch = meta["general.architecture"]
+    if arch not in ROPE_LAYOUT:
+        raise ValueError(f"{path}: architecture {arch!r} not modelled; expected {sorted(ROPE_LAYOUT)}")
+
+    def key(name, default=None):
+        value = meta.get(f"{arch}.{name}", default)
+        if value is None:
+            raise KeyError(f"{path}: metadata {arch}.{name} missing")
+        return value
+
+    width, heads = int(key("embedding_length")), int(key("attention.head_count"))
+    head_dim = int(key("attention.key_length", width // heads))
+    scale = 1.0
+    if key("rope.scaling.type", "none") == "linear":
+        scale = 1.0 / float(key("rope.scaling.factor"))
+    config = Config(
+        arch=arch,
+        layers=int(key("block_count")),
+        width=width,
+        ffn=int(key("feed_forward_length")),
+        heads=heads,
+        kv_heads=int(key("attention.head_count_kv", heads)),
+        head_dim=head_dim,
+        vocab=w["token_embd.weight"].shape[0],
+        eps=float(key("attention.layer_norm_rms_epsilon")),
+        rope_dims=int(key("rope.dimension_count", head_dim)),
+        rope_base=float(key("rope.freq_base", 10000.0)),
+        rope_scale=scale,
+        rope_layout=ROPE_LAYOUT[arch],
+    )
+    layers = []
+    for i in range(config.layers):
+        p = f"blk.{i}."
+        layers.append(
+            Layer(
+                attn_norm=w[p + "attn_norm.weight"],
+                wq=w[p + "attn_q.weight"],
+                wk=w[p + "attn_k.weight"],
+                wv=w[p + "attn_v.weight"],
+                wo=w[p + "attn_output.weight"],
+                bq=w.get(p + "attn_q.bias"),
+                bk=w.get(p + "attn_k.bias"),
+                bv=w.get(p + "attn_v.bias"),
+                ffn_norm=w[p + "ffn_norm.weight"],
+                w_gate=w[p + "ffn_gate.weight"],
+                w_up=w[p + "ffn_up.weight"],
+                w_down=w[p + "ffn_down.weight"],
+            )
+        )
+    bos, eos = meta.get("tokenizer.ggml.bos_token_id"), meta.get("tokenizer.ggml.eos_token_id")
+    return Model(
+        config=config,
+        token_embd=w["token_embd.weight"],
+        output_norm=w["output_norm.weight"],
+        output=w.get("output.weight", w["token_embd.weight"]),
+        layers=layers,
+        tokens=meta.get("tokenizer.ggml.tokens", []),
+        token_types=meta.get("tokenizer.ggml.token_type", []),
+        bos=None if bos is None else int(bos),
+        eos=None if eos is None else int(eos),
+    )
+
+
+def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight
+
+
+def rope(x: np.ndarray, positions: np.ndarray, c: Config) -> np.ndarray:
+    """x: [n, heads, head_dim]; rotates the first c.rope_dims dimensions of every head."""
+    half = c.rope_dims // 2
+    freqs = c.rope_base ** (-2.0 * np.arange(half) / c.rope_dims)
+    angles = (positions.astype(np.float64) * c.rope_scale)[:, None] * freqs[None, :]  # [n, half]
+    cos, sin = np.cos(angles)[:, None, :], np.sin(angles)[:, None, :]
+    out = x.copy()
+    if c.rope_layout == "adjacent":
+        a, b = x[..., 0 : c.rope_dims : 2], x[..., 1 : c.rope_dims : 2]
+        out[..., 0 : c.rope_dims : 2] = a * cos - b * sin
+        out[..., 1 : c.rope_dims : 2] = a * sin + b * cos
+    else:
+        a, b = x[..., :half], x[..., half : c.rope_dims]
+        out[..., :half] = a * cos - b * sin
+        out[..., half : c.rope_dims] = a * sin + b * cos
+    return out
+
+
+def forward(model: Model, tokens, kv_dtype=None) -> np.ndarray:
+    """Logits [n, vocab] (float64) for `tokens` at positions 0..n-1.
+
+    kv_dtype: when given (np.float16), keys after RoPE and values are rounded to it before
+    attention, as a cache storing them in that type does."""
+    c = model.config
+    tokens = np.asarray(tokens, dtype=np.int64)
+    n = tokens.size
+    positions = np.arange(n)
+    group = c.heads // c.kv_heads
+    causal = np.triu(np.ones((n, n), dtype=bool), k=1)  # True where a key lies in the future
+    x = model.token_embd[tokens]
+    for layer in model.layers:
+        h = rms_norm(x, layer.attn_norm, c.eps)
+        q, k, v = h @ layer.wq.T, h @ layer.wk.T, h @ layer.wv.T
+        if layer.bq is not None:
+            q, k, v = q + layer.bq, k + layer.bk, v + layer.bv
+        q = rope(q.reshape(n, c.heads, c.head_dim), positions, c)
+        k = rope(k.reshape(n, c.kv_heads, c.head_dim), positions, c)
+        v = v.reshape(n, c.kv_heads, c.head_dim)
+        if kv_dtype is not None:
+            k = k.astype(kv_dtype).astype(np.float64)
+            v = v.astype(kv_dtype).astype(np.float64)
+        k = np.repeat(k, group, axis=1)  # query head i reads KV head i // group
+        v = np.repeat(v, group, axis=1)
+        scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(c.head_dim)
+        scores[:, causal] = -np.inf
+        scores -= scores.max(axis=-1, keepdims=True)
+        p = np.exp(scores)
+        p /= p.sum(axis=-1, keepdims=True)
+        attn = np.einsum("hqk,khd->qhd", p, v).reshape(n, c.heads * c.head_dim)
+        x = x + attn @ layer.wo.T
+        h = rms_norm(x, layer.ffn_norm, c.eps)
+        gate = h @ layer.w_gate.T
+        x = x + (gate / (1.0 + np.exp(-gate)) * (h @ layer.w_up.T)) @ layer.w_down.T
+    return rms_norm(x, model.output_norm, c.eps) @ model.output.T
+
+
+def greedy(model: Model, prompt, steps: int) -> list[int]:
+    """prompt followed by `steps` argmax tokens (fewer if EOS comes first)."""
+    tokens = list(prompt)
+    for _ in range(steps):
+        nxt = int(np.argmax(forward(model, tokens)[-1]))
+        if nxt == model.eos:
+            break
+        tokens.append(nxt)
+    return tokens
+
+
+def decode_spm(model: Model, ids) -> str:
+    """SentencePiece ids -> text: U+2581 becomes a space, <0xXX> byte tokens their byte, control
+    tokens nothing; the leading space the encoder adds to the first word is dropped."""
+    out = bytearray()
+    for i in ids:
+        piece, kind = model.tokens[i], model.token_types[i]
+        if kind == 6:  # byte
+            out.append(int(piece[3:5], 16))
+        elif kind in (1, 4):  # normal, user-defined
+            out += piece.replace("\u2581", " ").encode("utf-8")
+    text = out.decode("utf-8", errors="replace")
+    return text[1:] if text.startswith(" ") else text

@@ -1,0 +1,129 @@
+// Sessions on stories260K: greedy decoding reproduces the model's documented continuation,
+// batched prefill and token-by-token decode agree, every registered cache method runs inside the
+// model, and misuse (bad token ids, a full context) is a clear error.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "expect_error.h"
+#include "model_files.h"
+#include "veloxquant/method.h"
+#include "veloxquant/model.h"
+
+namespace veloxquant {
+namespace {
+
+const Model& stories() {
+  static const Model m = Model::load(test::stories_path());
+  return m;
+}
+
+int32_t argmax(const std::vector<float>& x) {
+  return static_cast<int32_t>(std::max_element(x.begin(), x.end()) - x.begin());
+}
+
+std::string greedy(const std::string& prompt, size_t n, const std::string& kv = "fp16") {
+  Session s(stories(), SessionOptions{kv, 0});
+  const Tokenizer& tok = stories().tokenizer();
+  std::vector<float> logits = s.eval(tok.encode(prompt, true));
+  std::vector<int32_t> out;
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t t = argmax(logits);
+    out.push_back(t);
+    logits = s.eval(std::span(&t, 1));
+  }
+  return tok.decode(out, /*strip_leading_space=*/false);
+}
+
+// Karpathy's documented temperature-0 sample for stories260K (see shared/models/SOURCES.md).
+constexpr const char* kDocumented =
+    ", there was a little girl named Lily. She loved to play outside in the park. One day, she "
+    "saw a big, red ball. She wanted to play with it, but it was too high";
+
+TEST(Session, GreedyDecodingReproducesTheDocumentedContinuation) {
+  const std::string text = greedy("Once upon a time", 40);
+  ASSERT_GE(text.size(), 60u);
+  EXPECT_EQ(text, std::string(kDocumented).substr(0, text.size()));
+}
+
+TEST(Session, PrefillAndTokenByTokenDecodeAgree) {
+  const std::vector<int32_t> tokens = stories().tokenizer().encode(
+      "Tom had a red kite. He ran to the hill with his dog and the wind took the kite up high.", true);
+  Session batch(stories()), step(stories());
+  const std::vector<float> all = batch.eval(tokens, Logits::All);
+  const size_t vocab = stories().config().vocab;
+  double max_err = 0, max_abs = 0;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const std::vector<float> one = step.eval(std::span(&tokens[i], 1));
+    for (size_t j = 0; j < vocab; ++j) {
+      max_err = std::max(max_err, static_cast<double>(std::abs(one[j] - all[i * vocab + j])));
+      max_abs = std::max(max_abs, static_cast<double>(std::abs(all[i * vocab + j])));
+    }
+  }
+  // The two orders of summation (matrix-matrix vs matrix-vector products) differ in the last
+  // float bits; where such a difference crosses an fp16 rounding boundary of a cached key or
+  // value it grows to one fp16 ulp (2^-11 relative), which bounds what is left downstream.
+  EXPECT_LT(max_err, 1e-3 * max_abs) << "max |decode - prefill| " << max_err;
+  EXPECT_EQ(batch.position(), tokens.size());
+}
+
+TEST(Session, Fp16CacheBytesAreExact) {
+  Session s(stories());
+  s.eval(std::vector<int32_t>(100, 5), Logits::None);
+  const ModelConfig& c = stories().config();
+  const size_t expected = 2 * 2 * 100 * c.layers * c.kv_heads * c.head_dim;  // K and V, 2 bytes
+  EXPECT_EQ(s.kv_fp16_bytes(), expected);
+  EXPECT_EQ(s.kv_bytes(), expected);
+}
+
+// Every registered method, with nothing held back in fp16 where the method allows it, so the
+// codes themselves are attended.
+TEST(Session, EveryMethodRunsInsideTheModel) {
+  for (const MethodInfo& m : registered_methods()) {
+    std::string spec = m.name;
+    for (const ParamDef& p : m.params)
+      if (p.name == "residual") spec += ":residual=0";
+    SCOPED_TRACE(spec);
+    Session s(stories(), SessionOptions{spec, 0});
+    const std::vector<int32_t> prompt = stories().tokenizer().encode(
+        "Once upon a time, there was a little girl named Lily. She loved to play outside.", true);
+    std::vector<float> logits = s.eval(prompt);
+    for (int i = 0; i < 40; ++i) {
+      ASSERT_TRUE(std::all_of(logits.begin(), logits.end(), [](float x) { return std::isfinite(x); }));
+      const int32_t t = argmax(logits);
+      logits = s.eval(std::span(&t, 1));
+    }
+    EXPECT_GT(s.kv_bytes(), 0u);
+    if (m.name != "fp16") {
+      EXPECT_LT(s.kv_bytes(), s.kv_fp16_bytes());
+    }
+  }
+}
+
+TEST(Session, ResetStartsOver) {
+  Session s(stories());
+  const std::vector<int32_t> tokens{1, 300, 42, 17};
+  const auto first = s.eval(tokens);
+  s.eval(tokens);
+  s.reset();
+  EXPECT_EQ(s.position(), 0u);
+  EXPECT_EQ(s.eval(tokens), first);
+}
+
+TEST(Session, RejectsBadTokensAndAFullContext) {
+  Session s(stories(), SessionOptions{"fp16", 8});
+  const std::vector<int32_t> bad{1, 512};
+  EXPECT_CONTAINS(test::error_message<Error>([&] { s.eval(bad); }),
+                  "token id 512 at index 1 is out of range; expected 0..511");
+  EXPECT_EQ(s.position(), 0u);
+  s.eval(std::vector<int32_t>(6, 3));
+  EXPECT_CONTAINS(test::error_message<Error>([&] { s.eval(std::vector<int32_t>(3, 3)); }),
+                  "the context holds 8 tokens; 6 are used and 3 more do not fit");
+  EXPECT_THROW(s.eval(std::vector<int32_t>{}), Error);
+  EXPECT_THROW(Session(stories(), SessionOptions{"kivi:kbits=3", 0}), SpecError);
+}
+
+}  // namespace
+}  // namespace veloxquant

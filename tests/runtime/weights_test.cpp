@@ -1,0 +1,325 @@
+// Weight kernels: matvec, matmul and dequantize_row on every stored type against a scalar
+// reference (veloxquant::dequantize, then double-precision dot products), across shapes that hit
+// every tail and the threaded paths; and WeightMatrix::from_gguf's checks.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "runtime/weights/weight_matrix.h"
+#include "veloxquant/gguf.h"
+#include "veloxquant/tensor.h"
+
+namespace veloxquant::runtime {
+namespace {
+
+constexpr GgmlType kTypes[] = {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0,
+                               GgmlType::Q4_0};
+
+// Every result is an f32 sum of f32 products of exactly representable weights (fp16 / bf16
+// values and d * code are exact in f32), so its error against the exact dot product is below
+// the classic bound for any summation order, gamma_n = n u / (1 - n u) with u = 2^-24, times
+// sum |w_j x_j|. We assert a quarter of it plus a few roundings (the block scales), which holds
+// for the blocked orders used here by a wide margin and still flags any wrong or missing term.
+double error_bound(size_t cols, double abs_sum) {
+  const double u = std::ldexp(1.0, -24);
+  return (0.25 * static_cast<double>(cols) + 4.0) * u * abs_sum;
+}
+
+std::vector<float> random_values(size_t n, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<float> v(n);
+  for (float& x : v) x = static_cast<float>(rng.normal());
+  return v;
+}
+
+std::vector<uint8_t> encode(GgmlType type, const std::vector<float>& v) {
+  std::vector<uint8_t> out;
+  auto put16 = [&](auto convert) {
+    out.resize(v.size() * 2);
+    for (size_t i = 0; i < v.size(); ++i) {
+      const uint16_t h = convert(v[i]);
+      std::memcpy(out.data() + 2 * i, &h, 2);
+    }
+  };
+  switch (type) {
+    case GgmlType::F32:
+      out.resize(v.size() * 4);
+      std::memcpy(out.data(), v.data(), out.size());
+      break;
+    case GgmlType::F16: put16([](float x) { return f32_to_f16(x); }); break;
+    case GgmlType::BF16: put16([](float x) { return f32_to_bf16(x); }); break;
+    case GgmlType::Q8_0: out = quantize_q8_0(v); break;
+    default: out = quantize_q4_0(v); break;
+  }
+  return out;
+}
+
+// A random matrix stored as `type`, its dequantized values, and a view over its bytes.
+struct Matrix {
+  std::vector<uint8_t> bytes;
+  std::vector<float> values;  // rows x cols, what veloxquant::dequantize decodes
+  WeightMatrix w;
+
+  Matrix(GgmlType type, size_t rows, size_t cols, uint64_t seed)
+      : bytes(encode(type, random_values(rows * cols, seed))), values(rows * cols) {
+    dequantize(type, bytes, values);
+    w = WeightMatrix::view("w", type, rows, cols, bytes);
+  }
+};
+
+struct Reference {
+  double value;
+  double abs_sum;  // sum |w_j x_j|
+};
+
+Reference reference_dot(const float* w, const float* x, size_t cols) {
+  Reference r{0, 0};
+  for (size_t j = 0; j < cols; ++j) {
+    const double p = static_cast<double>(w[j]) * x[j];
+    r.value += p;
+    r.abs_sum += std::fabs(p);
+  }
+  return r;
+}
+
+// Asserts y[t * rows + i] matches row i . x_t for every token t; returns the worst error as a
+// fraction of its bound.
+double expect_close(const Matrix& m, const float* x, size_t n, const std::vector<float>& y,
+                    const std::string& what) {
+  double worst = 0;
+  for (size_t t = 0; t < n; ++t) {
+    for (size_t i = 0; i < m.w.rows; ++i) {
+      const Reference ref = reference_dot(&m.values[i * m.w.cols], x + t * m.w.cols, m.w.cols);
+      const double bound = error_bound(m.w.cols, ref.abs_sum);
+      const double err = std::fabs(y[t * m.w.rows + i] - ref.value);
+      EXPECT_LE(err, bound) << what << " token " << t << " row " << i << ": " << y[t * m.w.rows + i]
+                            << " vs " << ref.value;
+      if (bound > 0) worst = std::max(worst, err / bound);
+    }
+  }
+  return worst;
+}
+
+struct Shape {
+  size_t rows, cols;
+};
+
+// Quantized types need cols % 32 == 0: 32 and 96 are not multiples of 4 vectors of 16 lanes, 64
+// and 172 x 64 are stories260K's, 257 rows end in a partial group of 4, and 300 x 1024 is large
+// enough to go multithreaded.
+constexpr Shape kShapes[] = {{1, 32},  {3, 96},  {4, 64},    {5, 160},
+                             {172, 64}, {64, 192}, {257, 128}, {300, 1024}};
+// The plain types also take any cols: partial vectors at the end of a row.
+constexpr Shape kPlainShapes[] = {{1, 1}, {7, 5}, {9, 40}, {64, 172}, {3, 1000}};
+
+std::vector<Shape> shapes_for(GgmlType type) {
+  std::vector<Shape> s(std::begin(kShapes), std::end(kShapes));
+  if (ggml_block_elements(type) == 1) s.insert(s.end(), std::begin(kPlainShapes), std::end(kPlainShapes));
+  return s;
+}
+
+std::string label(GgmlType type, Shape s) {
+  return std::string(ggml_type_name(type)) + " " + std::to_string(s.rows) + "x" +
+         std::to_string(s.cols);
+}
+
+// Runs fn with the global OpenMP thread count set to `threads`, then restores it.
+template <class Fn>
+void with_threads(int threads, Fn&& fn) {
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  fn();
+  omp_set_num_threads(saved);
+}
+
+TEST(WeightMatvec, MatchesScalarReferenceForEveryTypeAndShape) {
+  for (GgmlType type : kTypes) {
+    double worst = 0;
+    for (Shape s : shapes_for(type)) {
+      const Matrix m(type, s.rows, s.cols, s.rows * 1000 + s.cols);
+      const std::vector<float> x = random_values(s.cols, 7);
+      std::vector<float> y(s.rows);
+      matvec(m.w, x.data(), y.data());
+      worst = std::max(worst, expect_close(m, x.data(), 1, y, label(type, s)));
+    }
+    RecordProperty(std::string("worst_error_fraction_") + ggml_type_name(type), std::to_string(worst));
+  }
+}
+
+TEST(WeightMatmul, MatchesScalarReferenceForEveryTypeShapeAndTokenCount) {
+  for (GgmlType type : kTypes) {
+    double worst = 0;
+    for (Shape s : shapes_for(type)) {
+      const Matrix m(type, s.rows, s.cols, s.rows * 1000 + s.cols);
+      // 1 to 5 tokens cover every token group of the row kernels; 17, 40 and 64 reach sgemm.
+      for (size_t n : {1, 2, 3, 5, 17, 40, 64}) {
+        const std::vector<float> x = random_values(n * s.cols, 11 + n);
+        std::vector<float> y(n * s.rows);
+        matmul(m.w, x.data(), n, y.data());
+        worst = std::max(worst, expect_close(m, x.data(), n, y, label(type, s) + " n=" + std::to_string(n)));
+      }
+    }
+    RecordProperty(std::string("worst_error_fraction_") + ggml_type_name(type), std::to_string(worst));
+  }
+}
+
+TEST(WeightMatmul, FewTokensAreExactlyMatvecPerToken) {
+  // Up to 15 tokens every type stays on the row kernels, whose sums do not depend on how many
+  // tokens share a pass: each output row is bit for bit the matvec of its token.
+  for (GgmlType type : kTypes) {
+    for (Shape s : shapes_for(type)) {
+      const Matrix m(type, s.rows, s.cols, 5);
+      for (size_t n : {1, 3, 6}) {
+        const std::vector<float> x = random_values(n * s.cols, 6);
+        std::vector<float> a(n * s.rows), b(n * s.rows);
+        for (size_t t = 0; t < n; ++t) matvec(m.w, &x[t * s.cols], &a[t * s.rows]);
+        matmul(m.w, x.data(), n, b.data());
+        EXPECT_EQ(a, b) << label(type, s) << " n=" << n;
+      }
+    }
+  }
+}
+
+TEST(WeightThreads, MultithreadedEqualsSingleThreaded) {
+  for (GgmlType type : kTypes) {
+    // Large enough for both products to split across threads.
+    for (Shape s : {Shape{300, 1024}, Shape{1030, 256}}) {
+      const Matrix m(type, s.rows, s.cols, 9);
+      for (size_t n : {1, 5, 64}) {
+        const std::vector<float> x = random_values(n * s.cols, 10);
+        std::vector<float> one(n * s.rows), two(n * s.rows);
+        with_threads(1, [&] { matmul(m.w, x.data(), n, one.data()); });
+        with_threads(2, [&] { matmul(m.w, x.data(), n, two.data()); });
+        EXPECT_EQ(one, two) << label(type, s) << " n=" << n;
+      }
+    }
+  }
+}
+
+TEST(WeightDequantizeRow, EqualsDequantizeOfTheRow) {
+  for (GgmlType type : kTypes) {
+    for (Shape s : shapes_for(type)) {
+      const Matrix m(type, s.rows, s.cols, 3);
+      std::vector<float> row(s.cols);
+      for (size_t r : {size_t{0}, s.rows / 2, s.rows - 1}) {
+        dequantize_row(m.w, r, row.data());
+        EXPECT_EQ(0, std::memcmp(row.data(), &m.values[r * s.cols], s.cols * sizeof(float)))
+            << label(type, s) << " row " << r;
+      }
+    }
+  }
+  const Matrix m(GgmlType::Q8_0, 2, 32, 1);
+  std::vector<float> row(32);
+  EXPECT_THROW(dequantize_row(m.w, 2, row.data()), ShapeError);
+}
+
+// ---- from_gguf -----------------------------------------------------------------------------------
+
+GgufFile one_tensor_file(GgmlType type, std::vector<uint64_t> dims, std::vector<uint8_t> data) {
+  GgufWriter writer;
+  writer.add_tensor("blk.0.ffn_up.weight", type, std::move(dims), std::move(data));
+  return GgufFile::parse(writer.to_bytes());
+}
+
+// The FormatError message from_gguf throws ("" if it accepts the tensor).
+std::string from_gguf_error(const GgufFile& file, const GgufTensorInfo& info) {
+  try {
+    WeightMatrix::from_gguf(file, info);
+  } catch (const FormatError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+#define EXPECT_CONTAINS(text, fragment) \
+  EXPECT_NE((text).find(fragment), std::string::npos) << "\"" << (text) << "\" lacks \"" << (fragment) << "\""
+
+TEST(WeightFromGguf, ViewsMatricesAndVectors) {
+  const std::vector<float> v = random_values(64 * 3, 1);
+  const GgufFile f = one_tensor_file(GgmlType::Q8_0, {64, 3}, quantize_q8_0(v));
+  const WeightMatrix w = WeightMatrix::from_gguf(f, f.tensors()[0]);
+  EXPECT_EQ(w.name, "blk.0.ffn_up.weight");
+  EXPECT_EQ(w.type, GgmlType::Q8_0);
+  EXPECT_EQ(w.rows, 3u);
+  EXPECT_EQ(w.cols, 64u);
+  EXPECT_EQ(w.row_bytes(), 68u);
+  EXPECT_EQ(w.data.data(), f.tensor_data(f.tensors()[0]).data());
+
+  const GgufFile g = one_tensor_file(GgmlType::F32, {64}, encode(GgmlType::F32, random_values(64, 2)));
+  const WeightMatrix vec = WeightMatrix::from_gguf(g, g.tensors()[0]);
+  EXPECT_EQ(vec.rows, 1u);
+  EXPECT_EQ(vec.cols, 64u);
+}
+
+TEST(WeightFromGguf, RejectsThreeDimensionalTensors) {
+  const GgufFile f = one_tensor_file(GgmlType::F32, {32, 2, 2}, std::vector<uint8_t>(32 * 4 * 4));
+  const std::string e = from_gguf_error(f, f.tensors()[0]);
+  EXPECT_CONTAINS(e, "blk.0.ffn_up.weight");
+  EXPECT_CONTAINS(e, "3 dims [32, 2, 2]");
+}
+
+TEST(WeightFromGguf, RejectsUnsupportedTypes) {
+  // One Q4_K super-block (144 bytes) of 256 elements per row.
+  const GgufFile f = one_tensor_file(GgmlType::Q4_K, {256, 2}, std::vector<uint8_t>(2 * 144));
+  const std::string e = from_gguf_error(f, f.tensors()[0]);
+  EXPECT_CONTAINS(e, "blk.0.ffn_up.weight");
+  EXPECT_CONTAINS(e, "q4_K");
+  EXPECT_FALSE(weight_type_supported(GgmlType::Q4_K));
+}
+
+TEST(WeightFromGguf, RejectsColsNotAMultipleOfTheBlock) {
+  // The writer and the parser refuse such a tensor, so the info is altered after parsing, as a
+  // caller holding a bad GgufTensorInfo would.
+  const GgufFile f = one_tensor_file(GgmlType::Q8_0, {64, 2}, quantize_q8_0(random_values(128, 1)));
+  GgufTensorInfo info = f.tensors()[0];
+  info.dims = {48, 2};
+  const std::string e = from_gguf_error(f, info);
+  EXPECT_CONTAINS(e, "blk.0.ffn_up.weight");
+  EXPECT_CONTAINS(e, "dim 0 is 48");
+  std::vector<uint8_t> bytes(2 * 34 * 2);
+  EXPECT_THROW(WeightMatrix::view("w", GgmlType::Q4_0, 2, 48, bytes), FormatError);
+}
+
+TEST(WeightFromGguf, RejectsDataThatDoesNotFitTheFile) {
+  const GgufFile f = one_tensor_file(GgmlType::F32, {32, 2}, std::vector<uint8_t>(256));
+  GgufTensorInfo info = f.tensors()[0];
+  info.file_offset = f.file_size() - 128;
+  info.dims = {32, 3};  // the data size no longer matches the dims...
+  EXPECT_CONTAINS(from_gguf_error(f, info), "384 needed");
+  info.bytes = 384;  // ...and once it does, the data runs past the end of the file
+  EXPECT_CONTAINS(from_gguf_error(f, info), "inside the");
+  const std::vector<uint8_t> short_data(255);
+  EXPECT_THROW(WeightMatrix::view("w", GgmlType::F32, 2, 32, short_data), FormatError);
+  EXPECT_THROW(WeightMatrix::view("w", GgmlType::F32, 0, 32, {}), FormatError);
+}
+
+TEST(WeightStories, EveryMatrixOfStories260KMatchesTheReference) {
+  const std::string path = std::string(VELOXQUANT_SHARED_DIR) + "/models/stories260K.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "model not present: " << path;
+  const GgufFile f = GgufFile::open(path);
+  size_t matrices = 0;
+  for (const GgufTensorInfo& info : f.tensors()) {
+    if (info.dims.size() != 2) continue;
+    const WeightMatrix w = WeightMatrix::from_gguf(f, info);
+    const std::vector<float> values = f.tensor_f32(info);
+    const std::vector<float> x = random_values(w.cols, matrices);
+    std::vector<float> y(w.rows);
+    matvec(w, x.data(), y.data());
+    for (size_t i = 0; i < w.rows; ++i) {
+      const Reference ref = reference_dot(&values[i * w.cols], x.data(), w.cols);
+      EXPECT_LE(std::fabs(y[i] - ref.value), error_bound(w.cols, ref.abs_sum)) << info.name << " row " << i;
+    }
+    ++matrices;
+  }
+  // q, k, v, o, gate, up, down in each of 5 layers, the token embeddings and the output matrix.
+  EXPECT_EQ(matrices, 5u * 7 + 2);
+}
+
+}  // namespace
+}  // namespace veloxquant::runtime

@@ -1,0 +1,85 @@
+// veloxquant_dump_logits: runs the runtime's forward pass over a token list and writes every
+// position's logits as a [n, vocab] float32 .npy, for comparison with the numpy reference model
+// (tests/python/reference_model.py).
+//   veloxquant_dump_logits MODEL.gguf --tokens 1,2,3 --out FILE.npy [--kv SPEC] [--decode]
+// Without --decode the tokens go through one batched eval (prefill); with it, one eval per token
+// (decode steps), which must give the same logits.
+// Errors print one line on stderr and exit with code 2.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "npy.h"
+#include "veloxquant/error.h"
+#include "veloxquant/model.h"
+
+namespace {
+
+std::vector<int32_t> parse_tokens(const std::string& text) {
+  std::vector<int32_t> ids;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    size_t used = 0;
+    long value = -1;
+    try {
+      value = std::stol(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || value < 0 || value > INT32_MAX)
+      throw veloxquant::Error("--tokens: '" + item + "' is not a token id; expected a comma-separated "
+                              "list of integers >= 0");
+    ids.push_back(static_cast<int32_t>(value));
+    start = comma + 1;
+  }
+  return ids;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Write a model's logits for a token list as a .npy file"};
+  std::string model_path, tokens_text, out, kv = "fp16";
+  bool decode = false;
+  app.add_option("model", model_path, "path of the .gguf model")->required();
+  app.add_option("--tokens", tokens_text, "comma-separated token ids")->required();
+  app.add_option("--out", out, "path of the .npy file to write")->required();
+  app.add_option("--kv", kv, "KV cache spec")->capture_default_str();
+  app.add_flag("--decode", decode, "evaluate one token at a time instead of one batch");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "veloxquant_dump_logits: %s\n", e.what());
+    return 2;
+  }
+  try {
+    const std::vector<int32_t> tokens = parse_tokens(tokens_text);
+    veloxquant::Model model = veloxquant::Model::load(model_path);
+    const size_t vocab = model.config().vocab;
+    veloxquant::Session session(std::move(model), {.kv_spec = kv, .context = 0});
+    std::vector<float> logits;
+    if (decode) {
+      for (const int32_t& t : tokens) {
+        const std::vector<float> row = session.eval(std::span(&t, 1), veloxquant::Logits::Last);
+        logits.insert(logits.end(), row.begin(), row.end());
+      }
+    } else {
+      logits = session.eval(tokens, veloxquant::Logits::All);
+    }
+    const size_t shape[] = {tokens.size(), vocab};
+    veloxquant::dev::write_npy_f32(out, logits, shape);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "veloxquant_dump_logits: error: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}

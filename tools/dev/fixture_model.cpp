@@ -1,0 +1,170 @@
+#include "fixture_model.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "core/rng.h"
+#include "fixture_vocab.h"
+#include "veloxquant/tensor.h"
+
+namespace veloxquant::dev {
+namespace {
+
+using S = FixtureShape;
+constexpr GgmlType kWeightTypes[] = {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0,
+                                     GgmlType::Q4_0};
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+// Seeded by the tensor's name so that adding or dropping a tensor (output.weight when tied)
+// leaves every other tensor's values unchanged.
+std::vector<float> gaussian(uint64_t seed, const std::string& name, size_t n, double mean,
+                            double sigma) {
+  Rng rng(derive_seed(seed, {fnv1a(name)}));
+  std::vector<float> x(n);
+  for (float& v : x) v = static_cast<float>(mean + sigma * rng.normal());
+  return x;
+}
+
+std::vector<uint8_t> f32_bytes(const std::vector<float>& x) {
+  std::vector<uint8_t> out(x.size() * sizeof(float));
+  std::memcpy(out.data(), x.data(), out.size());
+  return out;
+}
+
+std::vector<uint8_t> encode(GgmlType type, const std::vector<float>& x) {
+  switch (type) {
+    case GgmlType::F32: return f32_bytes(x);
+    case GgmlType::F16:
+    case GgmlType::BF16: {
+      std::vector<uint16_t> h(x.size());
+      for (size_t i = 0; i < x.size(); ++i)
+        h[i] = type == GgmlType::F16 ? f32_to_f16(x[i]) : f32_to_bf16(x[i]);
+      std::vector<uint8_t> out(h.size() * 2);
+      std::memcpy(out.data(), h.data(), out.size());
+      return out;
+    }
+    case GgmlType::Q8_0: return quantize_q8_0(x);
+    case GgmlType::Q4_0: return quantize_q4_0(x);
+    default: throw Error(fmt::format("fixture: cannot write weights as {}", ggml_type_name(type)));
+  }
+}
+
+class Builder {
+ public:
+  explicit Builder(const FixtureOptions& o) : o_(o) {}
+
+  // A weight matrix of `out` rows with `in` input features, entries N(0, 1/in): each output
+  // starts with about the variance of one input element, so activations stay O(1).
+  void matrix(const std::string& name, uint32_t in, uint32_t out) {
+    const auto x = gaussian(o_.seed, name, size_t{in} * out, 0.0, 1.0 / std::sqrt(double(in)));
+    f_.tensors.push_back({name, o_.type, {in, out}, encode(o_.type, x)});
+  }
+  // Norm weights around 1 and biases around 0, far enough from both that a norm weight or a bias
+  // the runtime ignored shows up in the logits.
+  void vec(const std::string& name, uint32_t n, double mean, double sigma) {
+    f_.tensors.push_back({name, GgmlType::F32, {n}, f32_bytes(gaussian(o_.seed, name, n, mean, sigma))});
+  }
+  void meta(std::string key, GgufValue v) { f_.metadata.emplace_back(std::move(key), std::move(v)); }
+  Fixture take() { return std::move(f_); }
+
+ private:
+  const FixtureOptions& o_;
+  Fixture f_;
+};
+
+// llama.cpp's general.file_type (llama_ftype) for a model whose matrices are all `type`.
+uint32_t file_type(GgmlType type) {
+  switch (type) {
+    case GgmlType::F32: return 0;
+    case GgmlType::F16: return 1;
+    case GgmlType::Q4_0: return 2;
+    case GgmlType::Q8_0: return 7;
+    default: return 32;  // BF16
+  }
+}
+
+}  // namespace
+
+GgmlType parse_weight_type(const std::string& name) {
+  std::string names;
+  for (GgmlType t : kWeightTypes) {
+    if (name == ggml_type_name(t)) return t;
+    names += (names.empty() ? "" : ", ") + std::string(ggml_type_name(t));
+  }
+  throw Error(fmt::format("fixture: unknown weight type '{}'; expected one of: {}", name, names));
+}
+
+Fixture make_fixture(const FixtureOptions& o) {
+  const bool qwen2 = o.arch == "qwen2";
+  if (o.arch != "llama" && !qwen2)
+    throw Error(fmt::format("fixture: unknown arch '{}'; expected llama or qwen2", o.arch));
+  parse_weight_type(ggml_type_name(o.type));  // rejects the types the fixture cannot write
+  if (!(o.rope_scale >= 0.0f) || !std::isfinite(o.rope_scale))
+    throw Error(fmt::format("fixture: rope scale {} must be a finite number >= 0", o.rope_scale));
+  const FixtureVocab vocab = qwen2 ? byte_bpe_vocab() : sentencepiece_vocab();
+  const auto n_vocab = static_cast<uint32_t>(vocab.tokens.size());
+
+  Builder b(o);
+  const std::string& a = o.arch;
+  b.meta("general.architecture", GgufValue(a));
+  b.meta("general.name", GgufValue(fmt::format("veloxquant fixture {} {}{}", a,
+                                               ggml_type_name(o.type), o.tied ? " tied" : "")));
+  b.meta("general.file_type", GgufValue(file_type(o.type)));
+  if (o.type == GgmlType::Q8_0 || o.type == GgmlType::Q4_0)
+    b.meta("general.quantization_version", GgufValue(uint32_t{2}));
+  b.meta(a + ".block_count", GgufValue(S::kLayers));
+  b.meta(a + ".context_length", GgufValue(S::kContext));
+  b.meta(a + ".embedding_length", GgufValue(S::kWidth));
+  b.meta(a + ".feed_forward_length", GgufValue(S::kFfn));
+  b.meta(a + ".attention.head_count", GgufValue(S::kHeads));
+  b.meta(a + ".attention.head_count_kv", GgufValue(S::kKvHeads));
+  b.meta(a + ".attention.layer_norm_rms_epsilon", GgufValue(qwen2 ? 1e-6f : 1e-5f));
+  b.meta(a + ".rope.freq_base", GgufValue(qwen2 ? 1000000.0f : 10000.0f));
+  b.meta(a + ".rope.dimension_count", GgufValue(S::kHeadDim));
+  if (o.rope_scale > 0) {
+    b.meta(a + ".rope.scaling.type", GgufValue("linear"));
+    b.meta(a + ".rope.scaling.factor", GgufValue(o.rope_scale));
+  }
+  for (auto& [key, value] : vocab_metadata(vocab)) b.meta(std::move(key), std::move(value));
+
+  // Embedding rows get the same 1/sqrt(width) scale, so that a tied output projection gives
+  // O(1) logits too.
+  b.matrix("token_embd.weight", S::kWidth, n_vocab);
+  b.vec("output_norm.weight", S::kWidth, 1.0, 0.2);
+  if (!o.tied) b.matrix("output.weight", S::kWidth, n_vocab);
+  const uint32_t q_width = S::kHeads * S::kHeadDim, kv_width = S::kKvHeads * S::kHeadDim;
+  for (uint32_t l = 0; l < S::kLayers; ++l) {
+    const std::string p = fmt::format("blk.{}.", l);
+    b.vec(p + "attn_norm.weight", S::kWidth, 1.0, 0.2);
+    b.matrix(p + "attn_q.weight", S::kWidth, q_width);
+    b.matrix(p + "attn_k.weight", S::kWidth, kv_width);
+    b.matrix(p + "attn_v.weight", S::kWidth, kv_width);
+    if (qwen2) {
+      b.vec(p + "attn_q.bias", q_width, 0.0, 0.5);
+      b.vec(p + "attn_k.bias", kv_width, 0.0, 0.5);
+      b.vec(p + "attn_v.bias", kv_width, 0.0, 0.5);
+    }
+    b.matrix(p + "attn_output.weight", q_width, S::kWidth);
+    b.vec(p + "ffn_norm.weight", S::kWidth, 1.0, 0.2);
+    b.matrix(p + "ffn_gate.weight", S::kWidth, S::kFfn);
+    b.matrix(p + "ffn_up.weight", S::kWidth, S::kFfn);
+    b.matrix(p + "ffn_down.weight", S::kFfn, S::kWidth);
+  }
+  return b.take();
+}
+
+void write_gguf(const Fixture& f, const std::string& path) {
+  GgufWriter w;
+  for (const auto& [key, value] : f.metadata) w.add_metadata(key, value);
+  for (const auto& t : f.tensors) w.add_tensor(t.name, t.type, t.dims, t.data);
+  w.write_file(path);
+}
+
+}  // namespace veloxquant::dev

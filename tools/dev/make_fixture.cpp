@@ -1,0 +1,52 @@
+// veloxquant_make_fixture: writes a small random-weight llama or qwen2 model as GGUF, with
+// llama.cpp's tensor names and metadata, for the runtime's tests (see fixture_model.h).
+//   veloxquant_make_fixture --arch llama|qwen2 --type f32|f16|bf16|q8_0|q4_0 [--tied]
+//       [--seed N] [--rope-scale FACTOR] [--manifest FILE.json] OUT.gguf
+// Errors print one line on stderr and exit with code 2.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+#include <fstream>
+#include <string>
+
+#include "fixture_model.h"
+#include "manifest.h"
+#include "veloxquant/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Write a small random-weight Llama-family GGUF model"};
+  veloxquant::dev::FixtureOptions options;
+  std::string type = "f32", out, manifest_path;
+  app.add_option("--arch", options.arch, "llama or qwen2")->capture_default_str();
+  app.add_option("--type", type, "type of the weight matrices: f32, f16, bf16, q8_0 or q4_0")
+      ->capture_default_str();
+  app.add_flag("--tied", options.tied, "no output.weight: the output reuses token_embd");
+  app.add_option("--seed", options.seed, "seed of the random weights")->capture_default_str();
+  app.add_option("--rope-scale", options.rope_scale,
+                 "write linear RoPE scaling with this factor (0: none)")
+      ->capture_default_str();
+  app.add_option("--manifest", manifest_path, "also write a JSON description of the file here");
+  app.add_option("out", out, "path of the .gguf file to write")->required();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "veloxquant_make_fixture: %s\n", e.what());
+    return 2;
+  }
+  try {
+    options.type = veloxquant::dev::parse_weight_type(type);
+    const auto fixture = veloxquant::dev::make_fixture(options);
+    veloxquant::dev::write_gguf(fixture, out);
+    if (!manifest_path.empty()) {
+      std::ofstream f(manifest_path);
+      f << veloxquant::dev::manifest(options, fixture).dump(1) << '\n';
+      if (!f.flush()) throw veloxquant::Error("cannot write manifest " + manifest_path);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "veloxquant_make_fixture: error: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}

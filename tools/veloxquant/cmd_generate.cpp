@@ -1,0 +1,133 @@
+// `veloxquant generate`: continue a prompt with a GGUF model, attention running through the
+// chosen KV-cache method; then report speed, exact cache bytes and peak memory.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "commands.h"
+#include "run_stats.h"
+#include "veloxquant/method.h"
+#include "veloxquant/model.h"
+#include "veloxquant/sampler.h"
+
+namespace veloxquant::cli {
+namespace {
+
+struct GenerateArgs {
+  std::string model, prompt, kv = "fp16";
+  size_t tokens = 128, context = 0;
+  SamplerOptions sampling;
+  bool seed_given = false;
+  int threads = 1;
+  bool json = false;
+};
+
+// Length of the longest prefix of s that ends on a UTF-8 character boundary, so a character
+// split across tokens is printed once it is complete.
+size_t complete_utf8(const std::string& s) {
+  size_t i = s.size(), back = 0;
+  while (i > 0 && back < 4 && (static_cast<unsigned char>(s[i - 1]) & 0xC0) == 0x80) --i, ++back;
+  if (i == 0) return s.size();
+  const unsigned char lead = static_cast<unsigned char>(s[i - 1]);
+  const size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+  return back + 1 >= need ? s.size() : i - 1;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+void run(const GenerateArgs& a) {
+  omp_set_num_threads(a.threads);
+  SamplerOptions sampling = a.sampling;
+  if (!a.seed_given) sampling.seed = std::random_device{}();
+  const Model model = Model::load(a.model);
+  Session session(model, SessionOptions{a.kv, a.context});
+  Sampler sampler(sampling);
+  const Tokenizer& tok = model.tokenizer();
+  const std::vector<int32_t> prompt = tok.encode(a.prompt, /*add_bos=*/true);
+  if (prompt.empty()) throw Error("the prompt encodes to no tokens and the model has no BOS token");
+  for (int32_t t : prompt) sampler.accept(t);
+
+  if (!a.json) {
+    fmt::print("{}", a.prompt);
+    std::fflush(stdout);
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<float> logits = session.eval(prompt, Logits::Last);
+  const double prompt_s = seconds_since(t0);
+  std::vector<int32_t> generated;
+  std::string text, pending;
+  t0 = std::chrono::steady_clock::now();
+  while (generated.size() < a.tokens) {
+    const int32_t next = sampler.sample(logits);
+    if (tok.is_end_of_generation(next)) break;
+    generated.push_back(next);
+    sampler.accept(next);
+    pending += tok.token_to_piece(next);
+    const size_t ready = complete_utf8(pending);
+    if (!a.json) fmt::print("{}", pending.substr(0, ready));
+    std::fflush(stdout);
+    text += pending.substr(0, ready);
+    pending.erase(0, ready);
+    if (generated.size() == a.tokens || session.position() == session.context()) break;
+    logits = session.eval(std::span(&next, 1), Logits::Last);
+  }
+  text += pending;
+  const double gen_s = seconds_since(t0);
+  const double prompt_tps = static_cast<double>(prompt.size()) / std::max(prompt_s, 1e-9);
+  const double gen_tps = static_cast<double>(generated.size()) / std::max(gen_s, 1e-9);
+  if (a.json) {
+    nlohmann::ordered_json j;
+    j["model"] = a.model;
+    j["kv"] = parse_spec(a.kv).to_string();
+    j["seed"] = sampling.seed;
+    j["threads"] = a.threads;
+    j["prompt_tokens"] = prompt.size();
+    j["generated_tokens"] = generated.size();
+    j["text"] = text;
+    j["prompt_tokens_per_s"] = prompt_tps;
+    j["generated_tokens_per_s"] = gen_tps;
+    j["kv_bytes"] = session.kv_bytes();
+    j["kv_fp16_bytes"] = session.kv_fp16_bytes();
+    j["peak_rss_mib"] = peak_rss_mib();
+    fmt::print("{}\n", j.dump(2));
+    return;
+  }
+  fmt::print("{}\n", pending);
+  fmt::print(stderr, "\nprompt:    {} tokens in {:.1f} ms ({:.1f} tokens/s)\n", prompt.size(),
+             prompt_s * 1e3, prompt_tps);
+  fmt::print(stderr, "generated: {} tokens in {:.1f} ms ({:.1f} tokens/s), {} thread{}, seed {}\n",
+             generated.size(), gen_s * 1e3, gen_tps, a.threads, a.threads == 1 ? "" : "s",
+             sampling.seed);
+  fmt::print(stderr, "kv cache:  {}: {}\n", parse_spec(a.kv).to_string(),
+             kv_summary(session.kv_bytes(), session.kv_fp16_bytes()));
+  fmt::print(stderr, "memory:    {:.1f} MiB peak resident\n", peak_rss_mib());
+}
+
+}  // namespace
+
+Command add_generate_command(CLI::App& app) {
+  auto a = std::make_shared<GenerateArgs>();
+  auto* cmd = app.add_subcommand("generate", "Continue a prompt with a GGUF model through a KV-cache method");
+  cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
+  cmd->add_option("-p,--prompt", a->prompt, "text to continue (BOS is added)");
+  cmd->add_option("-n,--tokens", a->tokens, "tokens to generate at most")->capture_default_str();
+  cmd->add_option("--kv", a->kv, "KV-cache method spec (see `veloxquant methods`)")->capture_default_str();
+  cmd->add_option("-c,--ctx", a->context, "context size in tokens (0: the model's)")->capture_default_str();
+  cmd->add_option("--temp", a->sampling.temperature, "temperature; 0 is greedy")->capture_default_str();
+  cmd->add_option("--top-k", a->sampling.top_k, "keep the k most likely tokens (0: all)")->capture_default_str();
+  cmd->add_option("--top-p", a->sampling.top_p, "nucleus sampling mass")->capture_default_str();
+  cmd->add_option("--repeat-penalty", a->sampling.repeat_penalty, "penalty for recent tokens (1: off)")->capture_default_str();
+  cmd->add_option("--repeat-last-n", a->sampling.repeat_last_n, "how many recent tokens the penalty sees")->capture_default_str();
+  cmd->add_option("-s,--seed", a->sampling.seed, "sampling seed (default: random, printed)")
+      ->each([a](const std::string&) { a->seed_given = true; });
+  add_threads_option(cmd, a->threads);
+  cmd->add_flag("--json", a->json, "print one JSON object (text and statistics) instead");
+  return [a] { run(*a); };
+}
+
+}  // namespace veloxquant::cli
