@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "codecs/fp16/fp16_codec.h"
-#include "runtime/weights/blas_config.h"
+#include "core/blas.h"
 #include "core/parallel.h"
 #include "core/simd.h"
 #include "veloxquant/cache.h"
@@ -183,7 +183,7 @@ void KVCache::Impl::attend_decoded(size_t head, const float* q, size_t rows, siz
   float* p = scratch(2, rows * visible);
   decode_stream(keys[head], *codecs.key, k);
   decode_stream(values[head], *codecs.value, v);
-  runtime::configure_blas();
+  configure_blas();
   const auto ri = [](size_t x) { return static_cast<blasint>(x); };
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ri(rows), ri(visible), ri(d), 1.0f, q, ri(d),
               k, ri(d), 0.0f, p, ri(visible));

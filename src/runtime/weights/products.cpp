@@ -6,8 +6,8 @@
 #include <climits>
 #include <vector>
 
+#include "core/blas.h"
 #include "core/parallel.h"
-#include "runtime/weights/blas_config.h"
 #include "runtime/weights/row_kernels.h"
 #include "runtime/weights/threading.h"
 #include "runtime/weights/weight_matrix.h"
@@ -18,7 +18,7 @@ namespace {
 // From this many tokens on, matmul decodes W to f32 tiles for sgemm; below it the row kernels,
 // which decode each weight once per 4 tokens in registers, are faster. Measured crossovers
 // (bench/matmul.cpp, one core, 512 x 64 and 4096 x 4096): F32 12-16 tokens (sgemm's only cost
-// is packing), F16 / BF16 about 64 (cheap to decode), Q8_0 / Q4_0 20-40.
+// is packing), F16 / BF16 48-64 (cheap to decode), Q8_0 / Q4_0 20-40.
 size_t sgemm_min_tokens(GgmlType type) {
   switch (type) {
     case GgmlType::F32: return 16;

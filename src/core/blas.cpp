@@ -1,4 +1,4 @@
-#include "runtime/weights/blas_config.h"
+#include "core/blas.h"
 
 #include <cblas.h>
 
@@ -10,7 +10,7 @@
 extern "C" void gotoblas_dynamic_init(void) __attribute__((weak));
 extern "C" void gotoblas_dynamic_quit(void) __attribute__((weak));
 
-namespace veloxquant::runtime {
+namespace veloxquant {
 namespace {
 
 // The best OpenBLAS x86-64 kernel set this CPU can run, or nullptr.
@@ -56,4 +56,4 @@ void configure_blas() {
   (void)configured;
 }
 
-}  // namespace veloxquant::runtime
+}  // namespace veloxquant
