@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Perplexity, KL divergence and top-1 agreement of every registered method against the fp16
+cache on one model and text, through `veloxquant perplexity` (llama.cpp's recipe).
+
+    python3 bench/perplexity_report.py [--model M] [--text T] [--ctx 512] [--chunks 40]
+
+Writes bench/results/perplexity_<model>.json and .md.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CLI = os.path.join(ROOT, "build", "veloxquant")
+SPECS = ["fp16", "kivi", "kivi:residual=32", "kivi:kbits=4,vbits=4,residual=32",
+         "turboquant_mse", "turboquant_prod", "turboquant_rvq", "qjl", "polar"]
+
+
+def cpu_model():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+def run(args, extra):
+    cmd = [CLI, "perplexity", "-m", args.model, "-f", args.text, "--ctx", str(args.ctx),
+           "--chunks", str(args.chunks), "-t", str(args.threads), "--json"] + extra
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return cmd, json.loads(out)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default=os.path.join(ROOT, "..", "shared", "models", "stories260K.gguf"))
+    p.add_argument("--text", default=os.path.join(ROOT, "..", "shared", "corpus", "wikitext-2-raw", "wiki.test.raw"))
+    p.add_argument("--ctx", type=int, default=512)
+    p.add_argument("--chunks", type=int, default=40)
+    p.add_argument("--threads", type=int, default=2)
+    args = p.parse_args()
+    name = os.path.splitext(os.path.basename(args.model))[0]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        base = os.path.join(tmp, "base.bin")
+        for spec in SPECS:
+            extra = ["--kv", spec] + (["--save-kl-base", base] if spec == "fp16" else ["--kl-base", base])
+            cmd, r = run(args, extra)
+            r["command"] = " ".join(os.path.relpath(c, ROOT) if c.startswith(ROOT) else c for c in cmd)
+            rows.append(r)
+            print(f"{r['kv']}: ppl {r['perplexity']:.4f}", flush=True)
+    meta = {"date": datetime.date.today().isoformat(), "machine": f"{cpu_model()}, {os.cpu_count()} cores",
+            "model": os.path.basename(args.model), "text": os.path.basename(args.text),
+            "ctx": args.ctx, "chunks": args.chunks,
+            "command": "python3 bench/perplexity_report.py " + f"--ctx {args.ctx} --chunks {args.chunks}"}
+    out = os.path.join(ROOT, "bench", "results", f"perplexity_{name}")
+    with open(out + ".json", "w") as f:
+        json.dump({"meta": meta, "results": rows}, f, indent=2)
+    with open(out + ".md", "w") as f:
+        f.write(f"# Perplexity of {meta['model']} on {meta['text']}, every cache method\n\n")
+        f.write(f"`{meta['command']}` — {meta['machine']}, {meta['date']}. Context {args.ctx}, "
+                f"{args.chunks} chunks, {rows[0]['scored_tokens']} scored tokens (llama.cpp's recipe). "
+                "KL and top-1 agreement are against the fp16 cache's log-probabilities; bytes are "
+                "one full chunk's cache.\n\n")
+        f.write("| kv spec | perplexity | vs fp16 | KL (nats/token) | top-1 agreement | KV bytes | compression |\n")
+        f.write("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+        base_ppl = rows[0]["perplexity"]
+        for r in rows:
+            kl = f"{r['kl_mean']:.5f} ± {r['kl_error']:.5f}" if "kl_mean" in r else "—"
+            agree = f"{100 * r['top1_agreement']:.2f}%" if "top1_agreement" in r else "—"
+            f.write(f"| `{r['kv']}` | {r['perplexity']:.4f} ± {r['perplexity_error']:.4f} | "
+                    f"{r['perplexity'] / base_ppl:.4f}x | {kl} | {agree} | {r['kv_bytes']:,} | "
+                    f"{r['kv_fp16_bytes'] / r['kv_bytes']:.2f}x |\n")
+    print(f"wrote {out}.json and {out}.md")
+
+
+if __name__ == "__main__":
+    main()
