@@ -431,6 +431,18 @@ TEST(GgufHostile, AbsurdCountsAreRejectedBeforeAllocating) {
   EXPECT_PARSE_ERROR(RawGguf().header(1000, 0).zeros(100).b, "tensor count is 1000");
 }
 
+TEST(GgufHostile, MetadataArraysCannotAmplifyIntoHugeAllocations) {
+  // 17M one-byte items fit in a 17 MB file but would take about 40 times that in memory.
+  const uint64_t n = (uint64_t{1} << 24) + 1;
+  EXPECT_PARSE_ERROR(RawGguf().header(0, 1).str("k").u32(9).u32(0).u64(n).zeros(n).b,
+                     "metadata 'k': metadata arrays hold more than 16777216 items in total");
+  // Two arrays under the bound each but over it together.
+  const uint64_t half = (uint64_t{1} << 23) + 1;
+  RawGguf two;
+  two.header(0, 2).str("a").u32(9).u32(0).u64(half).zeros(half).str("b").u32(9).u32(0).u64(half).zeros(half);
+  EXPECT_PARSE_ERROR(two.b, "metadata 'b': metadata arrays hold more than");
+}
+
 TEST(GgufHostile, LengthsPastTheEnd) {
   // A key whose length runs past the end of the file.
   EXPECT_PARSE_ERROR(RawGguf().header(0, 1).u64(1000000000000ull).zeros(16).b,

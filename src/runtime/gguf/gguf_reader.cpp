@@ -19,6 +19,10 @@ using gguf::ByteReader;
 constexpr uint64_t kDefaultAlignment = 32;
 // Arrays of arrays are legal; a bound on the nesting keeps a hostile file from exhausting the stack.
 constexpr int kMaxArrayDepth = 8;
+// Each array item becomes an in-memory value of about 40 bytes, whatever its size in the file:
+// without a bound, a file of one huge uint8 array would ask for 40 times its size in memory.
+// Real vocabularies (tokens, scores, types, merges of 256k-token models) stay near a million.
+constexpr uint64_t kMaxMetadataArrayItems = uint64_t{1} << 24;
 // Smallest encodings, used to reject counts the rest of the file cannot possibly hold:
 // a metadata entry is a key length, a type and a one-byte value; a tensor info is a name length,
 // a dim count, one dim, a type and an offset.
@@ -148,6 +152,12 @@ class GgufFile::Parser {
     const uint64_t count = r_.read<uint64_t>(fmt::format("length of {}", what));
     check_count_fits(r_, count, min_value_bytes(element_type),
                      fmt::format("{}: length of the {} array", what, gguf_value_type_name(element_type)));
+    array_items_ += count;
+    if (array_items_ > kMaxMetadataArrayItems) {
+      throw FormatError(fmt::format("{}: metadata arrays hold more than {} items in total; this "
+                                    "reader accepts at most that many (real tokenizers use about "
+                                    "a million)", what, kMaxMetadataArrayItems));
+    }
     std::vector<GgufValue> items;
     items.reserve(count);
     const std::string item_what = fmt::format("item of {}", what);
@@ -219,6 +229,7 @@ class GgufFile::Parser {
 
   GgufFile& f_;
   ByteReader r_;
+  uint64_t array_items_ = 0;  // items of every metadata array read so far
   uint64_t tensor_count_ = 0;
   uint64_t metadata_count_ = 0;
 };
