@@ -124,6 +124,66 @@ def fmt_rate(x) -> str:
     return f"{x:,.0f}" if x >= 100 else f"{x:.1f}"
 
 
+def render_md(r: dict) -> str:
+    """The markdown report, from the JSON result alone (so --render-only can redo it)."""
+    st, mach, lb = r["settings"], r["machine"], r["llama_cpp"]
+    started = dt.datetime.fromisoformat(r["started_utc"])
+    finished = dt.datetime.fromisoformat(r["finished_utc"])
+    la0, la1 = r["load_avg_start"], r["load_avg_end"]
+    loads = [x["load_avg_before"][0] for x in r["runs"]]
+    md = [
+        "# Runtime speed: VeloxQuant vs llama.cpp (llama-bench)",
+        "",
+        f"Model `{Path(r['model']).name}`; tokens/s, median of all {st['rounds']} rounds x"
+        f" {st['reps']} repetitions (calls interleaved in random order, seed {st['seed']});"
+        f" pp = prompt processing of {st['prompt']} tokens in one batch, tg = {st['gen']}"
+        " single-token steps; depth = tokens already in the cache (filled untimed).",
+        "",
+        f"- Machine: {mach['cpu_model']}, {mach['logical_cpus']} logical CPUs, {mach.get('mem_total')},"
+        f" kernel {mach['kernel']} (shared with other jobs).",
+        f"- Date: {started:%Y-%m-%d %H:%M} to {finished:%H:%M} UTC.",
+        f"- Load average (1/5/15 min) at start: {' / '.join(f'{x:.2f}' for x in la0)};"
+        f" at end: {' / '.join(f'{x:.2f}' for x in la1)}; 1-min load before each call:"
+        f" {min(loads):.2f} to {max(loads):.2f} (waited {r['waited_for_quiet_s']:.0f} s for"
+        f" <= {st['max_load']}).",
+        f"- llama.cpp: llama-bench build {lb.get('build_number')} commit {lb.get('build_commit')},"
+        f" from the {lb['source']}, built by `bench/llamacpp/build_llama_bench.sh` (Release,"
+        " GGML_NATIVE=ON, CPU only)" + (f" in {lb['build_seconds']} s." if lb.get("build_seconds") else "."),
+        "- Ours: `build/bench/veloxquant_bench_runtime`; `kivi` is the default spec"
+        " (2-bit keys/values, group 32, residual 128).",
+        "- llama.cpp quantized V caches need flash attention, so q8_0 and q4_0 run with `-fa 1`;"
+        " f16 is shown with `-fa 0` and `-fa 1`.",
+        "",
+    ]
+    if max([*loads, la0[0], la1[0]]) > st["max_load"]:
+        md += ["**Caveat:** the machine was busy (load above the 2 CPUs) during this run. With"
+               " 2 threads, a thread pool that spins at barriers (llama.cpp's, OpenMP/OpenBLAS for"
+               " our prefill) stalls whenever one of its threads is descheduled, so the 2-thread"
+               " columns mostly measure contention; the 1-thread table is the fairer comparison.",
+               ""]
+    for t in st["threads"]:
+        md += [f"## {t} thread{'s' if t > 1 else ''}", "",
+               "| test | depth | ours fp16 | ours kivi | llama.cpp f16 (fa off) | llama.cpp f16 (fa on)"
+               " | llama.cpp q8_0 | llama.cpp q4_0 | ours fp16 / llama.cpp f16 (fa off) | (fa on) |",
+               "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for row in r["summary"]:
+            if row["threads"] != t:
+                continue
+            cells = [fmt_rate(row["configs"][n]["median_ts"]) for n in CONFIGS]
+            ratios = [f"{row[k]:.2f}" if row[k] else "-" for k in
+                      ("ratio_ours_fp16_over_llama_f16_fa0", "ratio_ours_fp16_over_llama_f16_fa1")]
+            label = "short" if row["depth"] == 0 else "long"
+            md.append(f"| {row['test']} | {row['depth']} ({label}) | " + " | ".join(cells + ratios) + " |")
+        md.append("")
+    errs = sorted({(x["config"], x["error"][:300]) for x in r["runs"] if x["error"]})
+    if errs:
+        md += ["## Errors", ""] + [f"- {c}: `{e}`" for c, e in errs] + [""]
+    md += ["## Regenerate", "", "```", "bench/llamacpp/build_llama_bench.sh",
+           "cmake --build build -j2 --target veloxquant_bench_runtime", r["regenerate"], "```", "",
+           "Raw numbers, every command line and per-round medians: `runtime_speed.json`.", ""]
+    return "\n".join(md)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", type=Path, default=DEFAULT_MODEL)
@@ -140,7 +200,14 @@ def main() -> int:
     ap.add_argument("--max-wait", type=float, default=1200.0, help="seconds to wait for a quiet machine")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per call")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "runtime_speed")
+    ap.add_argument("--render-only", action="store_true",
+                    help="rewrite the markdown from an existing JSON result; run nothing")
     a = ap.parse_args()
+
+    if a.render_only:
+        a.out.with_suffix(".md").write_text(render_md(json.loads(a.out.with_suffix(".json").read_text())))
+        print(f"wrote {a.out.with_suffix('.md')}", file=sys.stderr)
+        return 0
 
     for p in (a.ours, a.llama, a.model):
         if not p.exists():
@@ -266,50 +333,7 @@ def main() -> int:
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
 
-    md = [
-        "# Runtime speed: VeloxQuant vs llama.cpp (llama-bench)",
-        "",
-        f"Model `{a.model.name}`; tokens/s, median of {a.rounds} rounds x {a.reps} repetitions"
-        " (interleaved in random order, seed "
-        f"{a.seed}); pp = prompt processing of {a.prompt} tokens in one batch, tg = {a.gen}"
-        " single-token steps; depth = tokens already in the cache (filled untimed).",
-        "",
-        f"- Machine: {mach['cpu_model']}, {mach['logical_cpus']} logical CPUs, {mach.get('mem_total')},"
-        f" kernel {mach['kernel']} (shared with other jobs).",
-        f"- Date: {started:%Y-%m-%d %H:%M} to {finished:%H:%M} UTC.",
-        f"- Load average (1/5/15 min) at start: {' / '.join(f'{x:.2f}' for x in la_start)};"
-        f" at end: {' / '.join(f'{x:.2f}' for x in la_end)} (waited {waited:.0f} s for <= {a.max_load}).",
-        f"- llama.cpp: llama-bench build {llama_build and llama_build.get('build_number')}"
-        f" commit {llama_build and llama_build.get('build_commit')}, from the llama-cpp-python 0.3.36"
-        " sdist, built by `bench/llamacpp/build_llama_bench.sh` (Release, GGML_NATIVE=ON, CPU only)"
-        + (f" in {build_s} s." if build_s else "."),
-        "- Ours: `build/bench/veloxquant_bench_runtime`; `kivi` is the default spec"
-        " (2-bit keys/values, group 32, residual 128).",
-        "- llama.cpp quantized V caches need flash attention, so q8_0 and q4_0 run with `-fa 1`;"
-        " f16 is shown with `-fa 0` and `-fa 1`.",
-        "",
-    ]
-    for t in a.threads:
-        md += [f"## {t} thread{'s' if t > 1 else ''}", "",
-               "| test | depth | ours fp16 | ours kivi | llama.cpp f16 (fa off) | llama.cpp f16 (fa on)"
-               " | llama.cpp q8_0 | llama.cpp q4_0 | ours fp16 / llama.cpp f16 (fa off) | (fa on) |",
-               "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for row in summary:
-            if row["threads"] != t:
-                continue
-            cells = [fmt_rate(row["configs"][n]["median_ts"]) for n in CONFIGS]
-            ratios = [f"{row[k]:.2f}" if row[k] else "-" for k in
-                      ("ratio_ours_fp16_over_llama_f16_fa0", "ratio_ours_fp16_over_llama_f16_fa1")]
-            label = "short" if row["depth"] == 0 else "long"
-            md.append(f"| {row['test']} | {row['depth']} ({label}) | " + " | ".join(cells + ratios) + " |")
-        md.append("")
-    errs = sorted({(r["config"], r["error"][:300]) for r in runs if r["error"]})
-    if errs:
-        md += ["## Errors", ""] + [f"- {c}: `{e}`" for c, e in errs] + [""]
-    md += ["## Regenerate", "", "```", "bench/llamacpp/build_llama_bench.sh",
-           "cmake --build build -j2 --target veloxquant_bench_runtime", regen, "```", "",
-           "Raw numbers, every command line and per-round medians: `runtime_speed.json`.", ""]
-    a.out.with_suffix(".md").write_text("\n".join(md))
+    a.out.with_suffix(".md").write_text(render_md(result))
     print(f"wrote {a.out.with_suffix('.json')} and {a.out.with_suffix('.md')}", file=sys.stderr)
     return 0
 
