@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds llama.cpp's `llama-bench` from the llama.cpp source vendored in PyPI's llama-cpp-python
-# sdist, for side-by-side speed comparisons (bench/runtime_report.py). Nothing in the project's
-# build or tests depends on it. Idempotent: does nothing if the binary is already built.
-#   bench/llamacpp/build_llama_bench.sh            # -> .llamacpp/build/bin/llama-bench
+# Builds llama.cpp's `llama-bench` and `llama-perplexity` from the llama.cpp source vendored in
+# PyPI's llama-cpp-python sdist, for side-by-side comparisons (bench/runtime_report.py for speed;
+# docs/runtime.md for perplexity). Nothing in the project's build or tests depends on them.
+# Idempotent: does nothing if both binaries are already built.
+#   bench/llamacpp/build_llama_bench.sh   # -> .llamacpp/build/bin/llama-bench, llama-perplexity
 # Environment: LLAMA_CPP_PYTHON_VERSION (default 0.3.36), PIP (default: python3 -m pip),
 #              JOBS (default 2), WORK (default <repo>/.llamacpp).
 set -euo pipefail
@@ -14,8 +15,8 @@ JOBS="${JOBS:-2}"
 PIP="${PIP:-python3 -m pip}"
 BIN="$WORK/build/bin/llama-bench"
 
-if [[ -x "$BIN" ]]; then
-  echo "llama-bench already built: $BIN"
+if [[ -x "$BIN" && -x "$WORK/build/bin/llama-perplexity" ]]; then
+  echo "llama-bench and llama-perplexity already built in $WORK/build/bin"
   exit 0
 fi
 
@@ -47,7 +48,7 @@ cmake -S "$LLAMA" -B "$WORK/build" "${GEN[@]}" \
   -DLLAMA_BUILD_SERVER=OFF \
   -DLLAMA_BUILD_TOOLS=ON \
   -DBUILD_SHARED_LIBS=OFF
-cmake --build "$WORK/build" --target llama-bench -j "$JOBS"
+cmake --build "$WORK/build" --target llama-bench llama-perplexity -j "$JOBS"
 end=$(date +%s)
 echo "built $BIN in $((end - start)) s"
 echo "$((end - start))" > "$WORK/build/llama-bench.build_seconds"
