@@ -26,6 +26,34 @@ using test::gaussian;
 
 const uint16_t* halves(const uint8_t* p) { return reinterpret_cast<const uint16_t*>(p); }
 
+// Every decoded key is within half of its channel's step, the fp16 scale at the head of the
+// token group's block.
+void expect_keys_within_half_step(const KiviKeyCodec& codec, const std::vector<uint8_t>& codes,
+                                  const std::vector<float>& x, const std::vector<float>& y,
+                                  size_t n, size_t d, size_t group) {
+  for (size_t t = 0; t < n; ++t)
+    for (size_t c = 0; c < d; ++c) {
+      const float step = f16_to_f32(halves(codes.data() + codec.code_bytes(t / group * group))[c]);
+      ASSERT_LE(std::fabs(y[t * d + c] - x[t * d + c]), 0.5f * step * (1 + 1e-5f) + 1e-7f)
+          << "key token " << t << " channel " << c;
+    }
+}
+
+// Every decoded value is within half of its token group's step; the steps of a block of four
+// tokens follow the block's codes, value group by value group.
+void expect_values_within_half_step(const KiviValueCodec& codec, const std::vector<uint8_t>& codes,
+                                    const std::vector<float>& x, const std::vector<float>& y,
+                                    size_t n, size_t d, size_t bits, size_t vgroup) {
+  const size_t quad_bytes = 4 * d * bits / 8;
+  for (size_t t = 0; t < n; ++t)
+    for (size_t c = 0; c < d; ++c) {
+      const uint8_t* block = codes.data() + codec.code_bytes(t / 4 * 4);
+      const float step = f16_to_f32(halves(block + quad_bytes)[(c / vgroup) * 4 + t % 4]);
+      ASSERT_LE(std::fabs(y[t * d + c] - x[t * d + c]), 0.5f * step * (1 + 1e-5f) + 1e-7f)
+          << "value token " << t << " channel " << c;
+    }
+}
+
 class KiviBits : public ::testing::TestWithParam<unsigned> {};
 
 // Every key element is within half of its channel's stored step of the input.
@@ -39,15 +67,7 @@ TEST_P(KiviBits, KeyErrorIsAtMostHalfAStep) {
   codec.encode(x.data(), n, codes.data());
   std::vector<float> y(n * d);
   codec.decode(codes.data(), n, y.data());
-  for (size_t b = 0; b < n / group; ++b) {
-    const uint8_t* block = codes.data() + codec.code_bytes(b * group);
-    for (size_t c = 0; c < d; ++c) {
-      const float step = f16_to_f32(halves(block)[c]);
-      for (size_t t = b * group; t < (b + 1) * group; ++t)
-        ASSERT_LE(std::fabs(y[t * d + c] - x[t * d + c]), 0.5f * step * (1 + 1e-5f) + 1e-7f)
-            << "token " << t << " channel " << c;
-    }
-  }
+  expect_keys_within_half_step(codec, codes, x, y, n, d, group);
 }
 
 TEST_P(KiviBits, ValueErrorIsAtMostHalfAStep) {
@@ -60,14 +80,7 @@ TEST_P(KiviBits, ValueErrorIsAtMostHalfAStep) {
   codec.encode(x.data(), n, codes.data());
   std::vector<float> y(n * d);
   codec.decode(codes.data(), n, y.data());
-  const size_t quad_bytes = 4 * d * bits / 8;
-  for (size_t t = 0; t < n; ++t)
-    for (size_t c = 0; c < d; ++c) {
-      const uint8_t* block = codes.data() + codec.code_bytes(t / 4 * 4);
-      const float step = f16_to_f32(halves(block + quad_bytes)[(c / group) * 4 + t % 4]);
-      ASSERT_LE(std::fabs(y[t * d + c] - x[t * d + c]), 0.5f * step * (1 + 1e-5f) + 1e-7f)
-          << "token " << t << " channel " << c;
-    }
+  expect_values_within_half_step(codec, codes, x, y, n, d, bits, group);
   EXPECT_EQ(groups, 4u);
 }
 
@@ -217,24 +230,13 @@ TEST_P(KiviHeadDims, ErrorIsAtMostHalfAStep) {
   keys.encode(x.data(), n, codes.data());
   std::vector<float> y(n * d);
   keys.decode(codes.data(), n, y.data());
-  for (size_t t = 0; t < n; ++t)
-    for (size_t c = 0; c < d; ++c) {
-      const float step = f16_to_f32(halves(codes.data() + keys.code_bytes(t / group * group))[c]);
-      ASSERT_LE(std::fabs(y[t * d + c] - x[t * d + c]), 0.5f * step * (1 + 1e-5f) + 1e-7f)
-          << "key token " << t << " channel " << c;
-    }
+  expect_keys_within_half_step(keys, codes, x, y, n, d, group);
   const KiviValueCodec values(d, bits, group);
   codes.assign(values.code_bytes(n), 0);
   values.encode(x.data(), n, codes.data());
   values.decode(codes.data(), n, y.data());
+  expect_values_within_half_step(values, codes, x, y, n, d, bits, vgroup);
   const size_t quad_bytes = 4 * d * bits / 8;
-  for (size_t t = 0; t < n; ++t)
-    for (size_t c = 0; c < d; ++c) {
-      const uint8_t* block = codes.data() + values.code_bytes(t / 4 * 4);
-      const float step = f16_to_f32(halves(block + quad_bytes)[(c / vgroup) * 4 + t % 4]);
-      ASSERT_LE(std::fabs(y[t * d + c] - x[t * d + c]), 0.5f * step * (1 + 1e-5f) + 1e-7f)
-          << "value token " << t << " channel " << c;
-    }
   // The last value group of a token has its own grid: with an outlier in it, the full groups
   // before it keep a small step.
   if (vgroups > 1) {
