@@ -308,9 +308,11 @@ TEST_P(AttentionOracle, MatchesDoublePrecisionCausalAttention) {
   }
   ASSERT_EQ(cache.tokens(), tokens);
   const auto q = gaussian(c.nq * qh * D, 300);
-  std::vector<float> fused(q.size(), std::nanf("")), ref(q.size(), std::nanf(""));
+  std::vector<float> fused(q.size(), std::nanf("")), ref(q.size(), std::nanf("")),
+      decoded(q.size(), std::nanf(""));
   cache.attend(TensorView::f32(q.data(), {c.nq, qh, D}), fused.data(), AttendPath::Fused);
   cache.attend(TensorView::f32(q.data(), {c.nq, qh, D}), ref.data(), AttendPath::Reference);
+  cache.attend(TensorView::f32(q.data(), {c.nq, qh, D}), decoded.data(), AttendPath::Decoded);
 
   // Against the original f32 data: the only loss is fp16 storage.
   const auto exact = oracle(q, c.nq, qh, k, v, tokens, H, D);
@@ -324,6 +326,7 @@ TEST_P(AttentionOracle, MatchesDoublePrecisionCausalAttention) {
   const auto stored = oracle(q, c.nq, qh, k16, v16, tokens, H, D);
   EXPECT_LT(max_row_rel_err(fused, stored, D), 1e-5);
   EXPECT_LT(max_row_rel_err(ref, stored, D), 1e-5);
+  EXPECT_LT(max_row_rel_err(decoded, stored, D), 1e-5);
 
   // Fused and reference paths agree.
   for (size_t i = 0; i < q.size(); ++i) {
@@ -336,7 +339,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(AttnCase{1, 1, 64, {40}, 1}, AttnCase{1, 4, 64, {17, 1, 22}, 3},
                       AttnCase{2, 2, 128, {9, 30, 1, 1}, 6}, AttnCase{4, 1, 32, {50}, 50},
                       AttnCase{2, 3, 100, {8, 8, 8}, 5}, AttnCase{3, 8, 16, {1, 1, 1, 1, 1}, 2},
-                      AttnCase{2, 4, 7, {33}, 33}, AttnCase{1, 6, 96, {64, 64}, 4}));
+                      AttnCase{2, 4, 7, {33}, 33}, AttnCase{1, 6, 96, {64, 64}, 4},
+                      // Many query rows, as in a prefill (AttendPath::Auto picks Decoded there).
+                      AttnCase{2, 3, 16, {120, 80}, 150}));
 
 TEST(KVCache, CausalMaskHidesFutureTokens) {
   // One-hot values: the output weight on token t is exactly the attention probability, so masked
