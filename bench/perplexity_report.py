@@ -12,7 +12,6 @@ import json
 import os
 import platform
 import subprocess
-import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLI = os.path.join(ROOT, "build", "veloxquant")
@@ -29,9 +28,9 @@ def cpu_model():
 
 
 def run(args, extra):
-    cmd = [CLI, "perplexity", "-m", args.model, "-f", args.text, "--ctx", str(args.ctx),
+    cmd = [os.path.relpath(CLI, ROOT), "perplexity", "-m", args.model, "-f", args.text, "--ctx", str(args.ctx),
            "--chunks", str(args.chunks), "-t", str(args.threads), "--json"] + extra
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT).stdout
     return cmd, json.loads(out)
 
 
@@ -43,16 +42,22 @@ def main():
     p.add_argument("--chunks", type=int, default=40)
     p.add_argument("--threads", type=int, default=2)
     args = p.parse_args()
+    # Paths relative to the repository root, where the CLI runs: the recorded commands and
+    # results read the same on any machine.
+    args.model, args.text = (os.path.relpath(os.path.abspath(x), ROOT) for x in (args.model, args.text))
     name = os.path.splitext(os.path.basename(args.model))[0]
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        base = os.path.join(tmp, "base.bin")
+    base = os.path.join("build", f"perplexity_base_{name}.bin")  # the fp16 baseline, removed after
+    try:
         for spec in SPECS:
             extra = ["--kv", spec] + (["--save-kl-base", base] if spec == "fp16" else ["--kl-base", base])
             cmd, r = run(args, extra)
-            r["command"] = " ".join(os.path.relpath(c, ROOT) if c.startswith(ROOT) else c for c in cmd)
+            r["command"] = " ".join(cmd)
             rows.append(r)
             print(f"{r['kv']}: ppl {r['perplexity']:.4f}", flush=True)
+    finally:
+        if os.path.exists(os.path.join(ROOT, base)):
+            os.remove(os.path.join(ROOT, base))
     meta = {"date": datetime.date.today().isoformat(), "machine": f"{cpu_model()}, {os.cpu_count()} cores",
             "model": os.path.basename(args.model), "text": os.path.basename(args.text),
             "ctx": args.ctx, "chunks": args.chunks,

@@ -209,6 +209,11 @@ def main() -> int:
         print(f"wrote {a.out.with_suffix('.md')}", file=sys.stderr)
         return 0
 
+    # Every path relative to the repository root, where the programs run: commands and results
+    # read the same on any machine.
+    os.chdir(ROOT)
+    a.ours, a.llama, a.model, a.out = (Path(os.path.relpath(p.resolve(), ROOT))
+                                       for p in (a.ours, a.llama, a.model, a.out))
     for p in (a.ours, a.llama, a.model):
         if not p.exists():
             print(f"runtime_report: missing {p}", file=sys.stderr)
