@@ -121,7 +121,7 @@ namespace {
 // Per-thread scratch reused across attend calls, so that a long cache does not fault in fresh
 // pages for its score rows at every decode step.
 float* scratch(size_t slot, size_t n) {
-  thread_local std::vector<float> buffers[4];
+  thread_local std::vector<float> buffers[6];
   if (buffers[slot].size() < n) buffers[slot].resize(n);
   return buffers[slot].data();
 }
@@ -298,19 +298,20 @@ void KVCache::attend(const TensorView& q, float* out, AttendPath path) const {
   parallel_for(h * chunks, [&](size_t job) {
     const size_t head = job / chunks, i0 = job % chunks * chunk;
     const size_t ni = std::min(chunk, nq - i0), rows = ni * group;
-    std::vector<float> qs(rows * d), o(rows * d);
+    float* qs = scratch(4, rows * d);  // slots 0-3 belong to the attend paths
+    float* o = scratch(5, rows * d);
     for (size_t i = 0; i < ni; ++i)
       for (size_t g = 0; g < group; ++g)
         for (size_t c = 0; c < d; ++c)
           qs[(i * group + g) * d + c] = qf[((i0 + i) * qh + head * group + g) * d + c] * scale;
     AttendPath p = path;
     if (p == AttendPath::Auto) p = rows >= kDecodedRows ? AttendPath::Decoded : AttendPath::Fused;
-    if (p == AttendPath::Fused) m.attend_fused(head, qs.data(), rows, group, i0, nq, o.data());
-    else if (p == AttendPath::Decoded) m.attend_decoded(head, qs.data(), rows, group, i0, nq, o.data());
-    else m.attend_reference(head, qs.data(), rows, group, i0, nq, o.data());
+    if (p == AttendPath::Fused) m.attend_fused(head, qs, rows, group, i0, nq, o);
+    else if (p == AttendPath::Decoded) m.attend_decoded(head, qs, rows, group, i0, nq, o);
+    else m.attend_reference(head, qs, rows, group, i0, nq, o);
     for (size_t i = 0; i < ni; ++i)
       for (size_t g = 0; g < group; ++g)
-        std::copy_n(o.data() + (i * group + g) * d, d, out + ((i0 + i) * qh + head * group + g) * d);
+        std::copy_n(o + (i * group + g) * d, d, out + ((i0 + i) * qh + head * group + g) * d);
   }, nq * qh * m.tokens * d >= kParallelAttendMacs);
 }
 

@@ -15,14 +15,24 @@ void apply_rope(const RopeParams& rope, float* x, size_t heads, size_t head_dim,
   const size_t half = rope.dims / 2;
   if (half == 0) return;
   // Angles in double: at positions in the hundreds of thousands a float angle has lost most of
-  // its fractional bits, and the rotation must not depend on that.
+  // its fractional bits, and the rotation must not depend on that. The frequencies depend only
+  // on the parameters, so each thread keeps the last set (queries and keys, every layer and
+  // token of a model share one) instead of calling pow per pair per call.
+  thread_local RopeParams cached{};
+  thread_local double inv_freq[512];
+  if (cached.dims != rope.dims || cached.freq_base != rope.freq_base ||
+      cached.freq_scale != rope.freq_scale) {
+    for (size_t i = 0; i < half; ++i) {
+      inv_freq[i] = rope.freq_scale * std::pow(static_cast<double>(rope.freq_base),
+                                               -2.0 * static_cast<double>(i) / rope.dims);
+    }
+    cached = rope;
+  }
   double cos_t[512], sin_t[512];
-  const double p = static_cast<double>(pos) * rope.freq_scale;
+  const double p = static_cast<double>(pos);
   for (size_t i = 0; i < half; ++i) {
-    const double theta =
-        p * std::pow(static_cast<double>(rope.freq_base), -2.0 * static_cast<double>(i) / rope.dims);
-    cos_t[i] = std::cos(theta);
-    sin_t[i] = std::sin(theta);
+    cos_t[i] = std::cos(p * inv_freq[i]);
+    sin_t[i] = std::sin(p * inv_freq[i]);
   }
   const bool neox = rope.layout == RopeLayout::Neox;
   for (size_t h = 0; h < heads; ++h) {
