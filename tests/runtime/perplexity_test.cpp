@@ -69,16 +69,23 @@ TEST(Perplexity, MatchesTheLlamaCppRecipeComputedByHand) {
   EXPECT_EQ(r.kv_bytes, r.kv_fp16_bytes);
 }
 
-TEST(Perplexity, BaselineAgainstItselfHasZeroKLAndFullAgreement) {
-  const std::string base = temp_path("base.bin");
+// Saves an fp16 baseline of two 64-token chunks to `base`; returns the options that compare
+// against it, and the saving run's result.
+std::pair<PerplexityOptions, PerplexityResult> save_baseline(const std::string& base) {
   PerplexityOptions o;
   o.context = 64;
   o.chunks = 2;
   o.save_base = base;
   const PerplexityResult saved = compute_perplexity(stories(), text(), o);
-  EXPECT_FALSE(std::filesystem::exists(base + ".tmp"));
   o.save_base.clear();
   o.kl_base = base;
+  return {o, saved};
+}
+
+TEST(Perplexity, BaselineAgainstItselfHasZeroKLAndFullAgreement) {
+  const std::string base = temp_path("base.bin");
+  auto [o, saved] = save_baseline(base);
+  EXPECT_FALSE(std::filesystem::exists(base + ".tmp"));
   const PerplexityResult same = compute_perplexity(stories(), text(), o);
   ASSERT_TRUE(same.compared);
   EXPECT_EQ(same.perplexity, saved.perplexity);
@@ -94,13 +101,7 @@ TEST(Perplexity, BaselineAgainstItselfHasZeroKLAndFullAgreement) {
 
 TEST(Perplexity, RejectsABaselineThatDoesNotMatch) {
   const std::string base = temp_path("mismatch.bin");
-  PerplexityOptions o;
-  o.context = 64;
-  o.chunks = 2;
-  o.save_base = base;
-  compute_perplexity(stories(), text(), o);
-  o.save_base.clear();
-  o.kl_base = base;
+  const PerplexityOptions o = save_baseline(base).first;
   const auto error = [&](const PerplexityOptions& p, const std::string& t = text()) {
     return test::error_message<Error>([&] { compute_perplexity(stories(), t, p); });
   };
