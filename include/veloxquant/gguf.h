@@ -54,6 +54,9 @@ void dequantize(GgmlType type, std::span<const uint8_t> data, std::span<float> o
 // x.size() must be a multiple of 32 and every value finite; Error otherwise.
 std::vector<uint8_t> quantize_q8_0(std::span<const float> x);
 std::vector<uint8_t> quantize_q4_0(std::span<const float> x);
+// The bytes of `x` stored as `type`: F32 as is, F16 and BF16 rounded to nearest even, Q8_0 and
+// Q4_0 by the quantizers above. Throws Error naming the type for any other type.
+std::vector<uint8_t> encode_weights(GgmlType type, std::span<const float> x);
 
 // ---- metadata values ---------------------------------------------------------------------------
 

@@ -188,11 +188,13 @@ def rope(x: np.ndarray, positions: np.ndarray, c: Config) -> np.ndarray:
     return out
 
 
-def forward(model: Model, tokens, kv_dtype=None) -> np.ndarray:
+def forward(model: Model, tokens, kv_dtype=None, observe=None) -> np.ndarray:
     """Logits [n, vocab] (float64) for `tokens` at positions 0..n-1.
 
     kv_dtype: when given (np.float16), keys after RoPE and values are rounded to it before
-    attention, as a cache storing them in that type does."""
+    attention, as a cache storing them in that type does.
+    observe: when given, called per layer as observe(layer, keys_before_rope, keys_after_rope,
+    probs) with keys [n, kv_heads, head_dim] and attention probabilities [heads, n, n]."""
     c = model.config
     tokens = np.asarray(tokens, dtype=np.int64)
     n = tokens.size
@@ -200,17 +202,19 @@ def forward(model: Model, tokens, kv_dtype=None) -> np.ndarray:
     group = c.heads // c.kv_heads
     causal = np.triu(np.ones((n, n), dtype=bool), k=1)  # True where a key lies in the future
     x = model.token_embd[tokens]
-    for layer in model.layers:
+    for index, layer in enumerate(model.layers):
         h = rms_norm(x, layer.attn_norm, c.eps)
         q, k, v = h @ layer.wq.T, h @ layer.wk.T, h @ layer.wv.T
         if layer.bq is not None:
             q, k, v = q + layer.bq, k + layer.bk, v + layer.bv
         q = rope(q.reshape(n, c.heads, c.head_dim), positions, c)
-        k = rope(k.reshape(n, c.kv_heads, c.head_dim), positions, c)
+        k_pre = k.reshape(n, c.kv_heads, c.head_dim)
+        k = rope(k_pre, positions, c)
         v = v.reshape(n, c.kv_heads, c.head_dim)
         if kv_dtype is not None:
             k = k.astype(kv_dtype).astype(np.float64)
             v = v.astype(kv_dtype).astype(np.float64)
+        k_post = k
         k = np.repeat(k, group, axis=1)  # query head i reads KV head i // group
         v = np.repeat(v, group, axis=1)
         scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(c.head_dim)
@@ -218,6 +222,8 @@ def forward(model: Model, tokens, kv_dtype=None) -> np.ndarray:
         scores -= scores.max(axis=-1, keepdims=True)
         p = np.exp(scores)
         p /= p.sum(axis=-1, keepdims=True)
+        if observe is not None:
+            observe(index, k_pre, k_post, p)
         attn = np.einsum("hqk,khd->qhd", p, v).reshape(n, c.heads * c.head_dim)
         x = x + attn @ layer.wo.T
         h = rms_norm(x, layer.ffn_norm, c.eps)

@@ -7,6 +7,7 @@
 
 #include "core/rng.h"
 #include "fixture_vocab.h"
+#include "llama_metadata.h"
 #include "veloxquant/tensor.h"
 
 namespace veloxquant::dev {
@@ -32,30 +33,6 @@ std::vector<float> gaussian(uint64_t seed, const std::string& name, size_t n, do
   return x;
 }
 
-std::vector<uint8_t> f32_bytes(const std::vector<float>& x) {
-  std::vector<uint8_t> out(x.size() * sizeof(float));
-  std::memcpy(out.data(), x.data(), out.size());
-  return out;
-}
-
-std::vector<uint8_t> encode(GgmlType type, const std::vector<float>& x) {
-  switch (type) {
-    case GgmlType::F32: return f32_bytes(x);
-    case GgmlType::F16:
-    case GgmlType::BF16: {
-      std::vector<uint16_t> h(x.size());
-      for (size_t i = 0; i < x.size(); ++i)
-        h[i] = type == GgmlType::F16 ? f32_to_f16(x[i]) : f32_to_bf16(x[i]);
-      std::vector<uint8_t> out(h.size() * 2);
-      std::memcpy(out.data(), h.data(), out.size());
-      return out;
-    }
-    case GgmlType::Q8_0: return quantize_q8_0(x);
-    case GgmlType::Q4_0: return quantize_q4_0(x);
-    default: throw Error(fmt::format("fixture: cannot write weights as {}", ggml_type_name(type)));
-  }
-}
-
 class Builder {
  public:
   explicit Builder(const FixtureOptions& o) : o_(o) {}
@@ -64,12 +41,13 @@ class Builder {
   // starts with about the variance of one input element, so activations stay O(1).
   void matrix(const std::string& name, uint32_t in, uint32_t out) {
     const auto x = gaussian(o_.seed, name, size_t{in} * out, 0.0, 1.0 / std::sqrt(double(in)));
-    f_.tensors.push_back({name, o_.type, {in, out}, encode(o_.type, x)});
+    f_.tensors.push_back({name, o_.type, {in, out}, encode_weights(o_.type, x)});
   }
   // Norm weights around 1 and biases around 0, far enough from both that a norm weight or a bias
   // the runtime ignored shows up in the logits.
   void vec(const std::string& name, uint32_t n, double mean, double sigma) {
-    f_.tensors.push_back({name, GgmlType::F32, {n}, f32_bytes(gaussian(o_.seed, name, n, mean, sigma))});
+    f_.tensors.push_back(
+        {name, GgmlType::F32, {n}, encode_weights(GgmlType::F32, gaussian(o_.seed, name, n, mean, sigma))});
   }
   void meta(std::string key, GgufValue v) { f_.metadata.emplace_back(std::move(key), std::move(v)); }
   Fixture take() { return std::move(f_); }
@@ -78,17 +56,6 @@ class Builder {
   const FixtureOptions& o_;
   Fixture f_;
 };
-
-// llama.cpp's general.file_type (llama_ftype) for a model whose matrices are all `type`.
-uint32_t file_type(GgmlType type) {
-  switch (type) {
-    case GgmlType::F32: return 0;
-    case GgmlType::F16: return 1;
-    case GgmlType::Q4_0: return 2;
-    case GgmlType::Q8_0: return 7;
-    default: return 32;  // BF16
-  }
-}
 
 }  // namespace
 
@@ -112,26 +79,21 @@ Fixture make_fixture(const FixtureOptions& o) {
   const auto n_vocab = static_cast<uint32_t>(vocab.tokens.size());
 
   Builder b(o);
-  const std::string& a = o.arch;
-  b.meta("general.architecture", GgufValue(a));
-  b.meta("general.name", GgufValue(fmt::format("veloxquant fixture {} {}{}", a,
-                                               ggml_type_name(o.type), o.tied ? " tied" : "")));
-  b.meta("general.file_type", GgufValue(file_type(o.type)));
-  if (o.type == GgmlType::Q8_0 || o.type == GgmlType::Q4_0)
-    b.meta("general.quantization_version", GgufValue(uint32_t{2}));
-  b.meta(a + ".block_count", GgufValue(S::kLayers));
-  b.meta(a + ".context_length", GgufValue(S::kContext));
-  b.meta(a + ".embedding_length", GgufValue(S::kWidth));
-  b.meta(a + ".feed_forward_length", GgufValue(S::kFfn));
-  b.meta(a + ".attention.head_count", GgufValue(S::kHeads));
-  b.meta(a + ".attention.head_count_kv", GgufValue(S::kKvHeads));
-  b.meta(a + ".attention.layer_norm_rms_epsilon", GgufValue(qwen2 ? 1e-6f : 1e-5f));
-  b.meta(a + ".rope.freq_base", GgufValue(qwen2 ? 1000000.0f : 10000.0f));
-  b.meta(a + ".rope.dimension_count", GgufValue(S::kHeadDim));
-  if (o.rope_scale > 0) {
-    b.meta(a + ".rope.scaling.type", GgufValue("linear"));
-    b.meta(a + ".rope.scaling.factor", GgufValue(o.rope_scale));
-  }
+  LlamaHyperparameters h;
+  h.arch = o.arch;
+  h.layers = S::kLayers;
+  h.context = S::kContext;
+  h.width = S::kWidth;
+  h.ffn = S::kFfn;
+  h.heads = S::kHeads;
+  h.kv_heads = S::kKvHeads;
+  h.head_dim = S::kHeadDim;
+  h.rms_eps = qwen2 ? 1e-6f : 1e-5f;
+  h.rope_base = qwen2 ? 1000000.0f : 10000.0f;
+  h.rope_linear_scale = o.rope_scale;
+  const std::string name = fmt::format("veloxquant fixture {} {}{}", o.arch,
+                                       ggml_type_name(o.type), o.tied ? " tied" : "");
+  for (auto& [key, value] : llama_metadata(h, o.type, name)) b.meta(std::move(key), std::move(value));
   for (auto& [key, value] : vocab_metadata(vocab)) b.meta(std::move(key), std::move(value));
 
   // Embedding rows get the same 1/sqrt(width) scale, so that a tied output projection gives

@@ -1,4 +1,5 @@
-// Writes NumPy's .npy format (version 1.0): a little-endian float32 C-order array.
+// NumPy's .npy format (version 1.0): little-endian float C-order arrays, written as float32 and
+// read from float16 or float32.
 #pragma once
 
 #include <cstddef>
@@ -13,5 +14,13 @@ namespace veloxquant::dev {
 std::vector<char> npy_f32(std::span<const float> data, std::span<const size_t> shape);
 void write_npy_f32(const std::string& path, std::span<const float> data,
                    std::span<const size_t> shape);
+
+struct NpyArray {
+  std::vector<size_t> shape;
+  std::vector<float> data;  // row-major, widened to f32
+};
+// Reads a '<f2' or '<f4' C-order array. Throws Error naming the file for anything else: another
+// dtype, Fortran order, a malformed header, or a data size that does not match the shape.
+NpyArray read_npy(const std::string& path);
 
 }  // namespace veloxquant::dev

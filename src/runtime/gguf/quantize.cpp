@@ -143,4 +143,28 @@ std::vector<uint8_t> quantize_q4_0(std::span<const float> x) {
   return out;
 }
 
+std::vector<uint8_t> encode_weights(GgmlType type, std::span<const float> x) {
+  switch (type) {
+    case GgmlType::F32: {
+      std::vector<uint8_t> out(x.size_bytes());
+      if (!x.empty()) std::memcpy(out.data(), x.data(), out.size());
+      return out;
+    }
+    case GgmlType::F16:
+    case GgmlType::BF16: {
+      std::vector<uint8_t> out(x.size() * 2);
+      for (size_t i = 0; i < x.size(); ++i) {
+        const uint16_t h = type == GgmlType::F16 ? f32_to_f16(x[i]) : f32_to_bf16(x[i]);
+        std::memcpy(out.data() + 2 * i, &h, 2);
+      }
+      return out;
+    }
+    case GgmlType::Q8_0: return quantize_q8_0(x);
+    case GgmlType::Q4_0: return quantize_q4_0(x);
+    default:
+      throw Error(fmt::format("cannot store weights as {}; expected F32, F16, BF16, Q8_0 or Q4_0",
+                              ggml_type_name(type)));
+  }
+}
+
 }  // namespace veloxquant
