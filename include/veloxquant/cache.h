@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -21,6 +22,16 @@ enum class AttendPath {
   Fused,      // scores and value sums straight from codes where the codec allows
   Decoded,    // decode each head once to f32, then matrix-matrix products (BLAS)
   Reference,  // decode everything to f32, then plain scalar softmax attention
+};
+
+// What a cache stores for the keys (or the values) of one KV head: the encoded blocks, then the
+// newest tokens in fp16 that have not aged out of the method's residual window yet. Session files
+// save and restore these bytes as they are.
+struct CacheStream {
+  std::vector<uint8_t> codes;  // the codec's bytes for `encoded` tokens
+  size_t encoded = 0;
+  std::vector<uint8_t> tail;   // fp16 rows of head_dim values, oldest first
+  size_t tail_tokens = 0;
 };
 
 class KVCache {
@@ -59,6 +70,17 @@ class KVCache {
   std::vector<float> decode_values() const;
 
   const Spec& spec() const;
+  const LayerShape& shape() const;
+
+  // One stream per KV head, as stored.
+  const std::vector<CacheStream>& key_streams() const;
+  const std::vector<CacheStream>& value_streams() const;
+  // Replaces everything stored by streams saved from a cache of the same spec and shape (session
+  // files). Throws Error naming the first stream whose layout this cache's codecs could not have
+  // produced (a stream per KV head, the same token count in every stream, code bytes matching
+  // the codec, a tail within the residual window, finite fp16 tail values) or whose codes the
+  // codec refuses (Codec::check_codes); the cache is unchanged then.
+  void restore(std::vector<CacheStream> keys, std::vector<CacheStream> values);
 
  private:
   // Checks shapes and values, converts to f32, lets `transform_keys` rewrite the keys, stores.

@@ -31,9 +31,18 @@ class Codec {
   virtual bool needs_fit() const { return false; }
   virtual void fit(const float* /*samples*/, size_t /*n*/) {}
 
-  // x: [n, dim] row-major. REQUIRES: n % block_tokens() == 0, values finite.
+  // x: [n, dim] row-major. REQUIRES: n % block_tokens() == 0, values finite with |x| <= 65504
+  // (KVCache::append refuses anything else; docs/reliability.md has what each codec does at the
+  // edges of that range).
   virtual void encode(const float* x, size_t n, uint8_t* codes) const = 0;
   virtual void decode(const uint8_t* codes, size_t n, float* x) const = 0;
+
+  // Codes from outside this process (a session file) may be corrupt. Throws Error naming the
+  // first field encode() cannot have written; the default accepts every byte pattern, which is
+  // right for codecs whose codes are plain indices into complete tables. decode(), score() and
+  // accumulate() REQUIRE codes that encode() wrote or that passed this check: the attention hot
+  // path does not check them again.
+  virtual void check_codes(const uint8_t* /*codes*/, size_t /*n*/) const {}
 
   // True when score() / accumulate() work on the codes without reconstructing vectors. When
   // false the defaults below decode in chunks and compute in f32, which is always correct.

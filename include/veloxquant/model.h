@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "veloxquant/cache.h"
 #include "veloxquant/gguf.h"
 #include "veloxquant/rope.h"
 #include "veloxquant/tokenizer.h"
@@ -88,6 +89,16 @@ class Session {
   size_t kv_fp16_bytes() const;
   // Forgets every token (the caches start empty again).
   void reset();
+
+  // The token ids evaluated so far, oldest first: position() of them.
+  std::span<const int32_t> tokens() const;
+  // One cache per layer (session files save them).
+  std::span<const KVCache> caches() const;
+  // Replaces the token history and every layer's cache at once (session files restore them).
+  // Throws Error, leaving the session unchanged, unless there is one cache per layer, each with
+  // this session's spec and that layer's shape (KV heads, head_dim, layer index, seed) and holding
+  // tokens.size() tokens, and the tokens are valid ids that fit the context.
+  void restore(std::vector<int32_t> tokens, std::vector<KVCache> caches);
 
  private:
   struct Impl;

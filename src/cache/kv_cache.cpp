@@ -1,4 +1,5 @@
 #include <cblas.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -22,30 +23,66 @@ constexpr size_t kDecodedRows = 16;
 constexpr size_t kParallelAppendElements = size_t{1} << 14;
 constexpr size_t kParallelAttendMacs = size_t{1} << 17;
 
-// The keys (or the values) of one KV head: encoded blocks, then the newest tokens in fp16.
-struct Stream {
-  std::vector<uint8_t> codes;
-  size_t encoded = 0;          // tokens in `codes`
-  std::vector<uint8_t> tail;   // fp16 rows, Fp16Codec layout
-  size_t tail_tokens = 0;
-};
-
 void check_kv(const TensorView& t, const char* what, size_t heads, size_t dim) {
   if (t.rank != 3 || t.dim(1) != heads || t.dim(2) != dim) {
     throw ShapeError(std::string(what) + " has shape " + t.shape_string() + "; expected [tokens, " +
                      std::to_string(heads) + ", " + std::to_string(dim) + "]");
   }
   if (t.dim(0) == 0) throw ShapeError(std::string(what) + " is empty (0 tokens); expected at least 1");
+  if (t.data == nullptr) throw ShapeError(std::string(what) + " has no data");
 }
 
-// Recent tokens are stored in fp16, so a value it cannot hold would silently become infinity.
-void check_fp16_range(const std::vector<float>& x, const char* what) {
+// Appended values must be finite (a NaN or infinity would spread into every attention output
+// that reads it) and within the fp16 range (recent tokens are stored in fp16, where a larger
+// finite value would silently become infinity). The error names where the value is, so that the
+// model layer, head and token that produced it can be found. `x` is [tokens, heads, dim].
+void check_storable(const std::vector<float>& x, const char* what, const LayerShape& shape,
+                    size_t first_token) {
   for (size_t i = 0; i < x.size(); ++i) {
-    if (std::fabs(x[i]) > 65504.0f) {
-      throw ShapeError(std::string(what) + " value " + std::to_string(x[i]) + " at flat index " +
-                       std::to_string(i) + " is outside the fp16 range; expected |x| <= 65504");
+    const bool finite = std::isfinite(x[i]);
+    if (finite && std::fabs(x[i]) <= 65504.0f) continue;
+    const size_t row = shape.kv_heads * shape.head_dim, t = i / row;
+    throw ShapeError(fmt::format(
+        "layer {} {}: token {} of the append (cache position {}), head {}, channel {} is {}; {}",
+        shape.layer, what, t, first_token + t, i % row / shape.head_dim, i % shape.head_dim, x[i],
+        finite ? "expected |x| <= 65504 (the fp16 range recent tokens are stored in)"
+               : "expected a finite number"));
+  }
+}
+
+// Why `s` cannot be a stream that `codec` with this residual window stored for `tokens` tokens;
+// "" when it can. Mirrors what Impl::push leaves behind: whole blocks encoded, and a tail that
+// holds the residual window plus less than one block (only the window before any block ages out).
+std::string stream_layout_error(const CacheStream& s, const Codec& codec, size_t residual,
+                                size_t tokens, size_t row_bytes) {
+  const size_t block = codec.block_tokens();
+  if (s.encoded > tokens || s.tail_tokens != tokens - s.encoded) {
+    return fmt::format("holds {} encoded + {} tail tokens; expected {} in all", s.encoded,
+                       s.tail_tokens, tokens);
+  }
+  if (s.encoded % block != 0) {
+    return fmt::format("has {} encoded tokens; expected a multiple of the codec's block of {}",
+                       s.encoded, block);
+  }
+  if (s.codes.size() != codec.code_bytes(s.encoded)) {
+    return fmt::format("has {} code bytes for {} tokens; expected {}", s.codes.size(), s.encoded,
+                       codec.code_bytes(s.encoded));
+  }
+  if (s.tail.size() != s.tail_tokens * row_bytes) {
+    return fmt::format("has {} tail bytes for {} tokens; expected {}", s.tail.size(),
+                       s.tail_tokens, s.tail_tokens * row_bytes);
+  }
+  if (s.tail_tokens >= residual + block || (s.encoded > 0 && s.tail_tokens < residual)) {
+    return fmt::format("keeps {} tokens in fp16 with {} encoded; a residual window of {} and "
+                       "blocks of {} keep {}..{}", s.tail_tokens, s.encoded, residual, block,
+                       s.encoded > 0 ? residual : 0, residual + block - 1);
+  }
+  for (size_t i = 0; i + 1 < s.tail.size(); i += 2) {
+    if ((s.tail[i + 1] & 0x7C) == 0x7C) {  // exponent all ones: infinity or NaN
+      return fmt::format("has a non-finite fp16 value at tail byte {}; expected finite values", i);
     }
   }
+  return "";
 }
 
 }  // namespace
@@ -55,7 +92,7 @@ struct KVCache::Impl {
   LayerShape shape;
   LayerCodecs codecs;
   Fp16Codec fp16;
-  std::vector<Stream> keys, values;  // one per KV head
+  std::vector<CacheStream> keys, values;  // one per KV head
   size_t tokens = 0;
 
   Impl(Spec s, const LayerShape& sh)
@@ -64,7 +101,7 @@ struct KVCache::Impl {
 
   // Appends rows of one head (f32, [n, dim] with the given row stride) to the fp16 tail, then
   // encodes every full block that has aged out of the residual window.
-  void push(Stream& s, const Codec& codec, const float* rows, size_t n, size_t stride) const {
+  void push(CacheStream& s, const Codec& codec, const float* rows, size_t n, size_t stride) const {
     const size_t d = shape.head_dim, row_bytes = fp16.code_bytes(1);
     const size_t old = s.tail.size();
     s.tail.resize(old + n * row_bytes);
@@ -83,18 +120,18 @@ struct KVCache::Impl {
     s.tail_tokens -= m;
   }
 
-  size_t stream_bytes(const std::vector<Stream>& v, const Codec& c) const {
+  size_t stream_bytes(const std::vector<CacheStream>& v, const Codec& c) const {
     size_t b = c.state_bytes();
     for (const auto& s : v) b += s.codes.size() + s.tail.size();
     return b;
   }
 
-  void decode_stream(const Stream& s, const Codec& c, float* out) const {
+  void decode_stream(const CacheStream& s, const Codec& c, float* out) const {
     c.decode(s.codes.data(), s.encoded, out);
     fp16.decode(s.tail.data(), s.tail_tokens, out + s.encoded * shape.head_dim);
   }
 
-  std::vector<float> decode_all(const std::vector<Stream>& v, const Codec& c) const {
+  std::vector<float> decode_all(const std::vector<CacheStream>& v, const Codec& c) const {
     const size_t d = shape.head_dim, h = shape.kv_heads;
     std::vector<float> out(tokens * h * d), head(tokens * d);
     for (size_t k = 0; k < h; ++k) {
@@ -143,8 +180,8 @@ struct SplitRows {
 
 void KVCache::Impl::attend_fused(size_t head, const float* q, size_t rows, size_t group,
                                  size_t first_token, size_t nq, float* out) const {
-  const Stream& ks = keys[head];
-  const Stream& vs = values[head];
+  const CacheStream& ks = keys[head];
+  const CacheStream& vs = values[head];
   const size_t d = shape.head_dim;
   const SplitRows s{scratch(0, rows * ks.encoded), scratch(1, rows * ks.tail_tokens), ks.encoded, tokens};
   if (ks.encoded) codecs.key->score(q, rows, ks.codes.data(), ks.encoded, s.head);
@@ -265,11 +302,14 @@ void KVCache::append_checked(const TensorView& k, const TensorView& v, Transform
     throw ShapeError("keys have " + std::to_string(k.dim(0)) + " tokens but values have " +
                      std::to_string(v.dim(0)) + "; expected the same count");
   }
-  std::vector<float> kf = to_f32_checked(k, "keys");
-  const std::vector<float> vf = to_f32_checked(v, "values");
+  std::vector<float> kf(k.numel()), vf(v.numel());
+  k.to_f32(kf.data());
+  v.to_f32(vf.data());
+  check_storable(kf, "keys", m.shape, m.tokens);
+  check_storable(vf, "values", m.shape, m.tokens);
   transform_keys(kf);
-  check_fp16_range(kf, "keys");
-  check_fp16_range(vf, "values");
+  // RoPE keeps each pair's norm but may move a value near the fp16 limit past it.
+  check_storable(kf, "keys after RoPE", m.shape, m.tokens);
   const size_t n = k.dim(0);
   parallel_for(h, [&](size_t head) {
     m.push(m.keys[head], *m.codecs.key, kf.data() + head * d, n, h * d);
@@ -328,5 +368,44 @@ std::vector<float> KVCache::decode_values() const {
   return impl_->decode_all(impl_->values, *impl_->codecs.value);
 }
 const Spec& KVCache::spec() const { return impl_->spec; }
+const LayerShape& KVCache::shape() const { return impl_->shape; }
+const std::vector<CacheStream>& KVCache::key_streams() const { return impl_->keys; }
+const std::vector<CacheStream>& KVCache::value_streams() const { return impl_->values; }
+
+void KVCache::restore(std::vector<CacheStream> keys, std::vector<CacheStream> values) {
+  Impl& m = *impl_;
+  const size_t h = m.shape.kv_heads;
+  if (keys.size() != h || values.size() != h) {
+    throw Error(fmt::format("restore got {} key and {} value streams; expected {} of each (one per "
+                            "KV head)", keys.size(), values.size(), h));
+  }
+  size_t tokens = 0;
+  if (__builtin_add_overflow(keys[0].encoded, keys[0].tail_tokens, &tokens)) {
+    throw Error(fmt::format("restore got a key stream of {} + {} tokens; the sum overflows",
+                            keys[0].encoded, keys[0].tail_tokens));
+  }
+  const size_t row_bytes = m.fp16.code_bytes(1);
+  for (const char* kind : {"key", "value"}) {
+    const bool is_key = kind[0] == 'k';
+    const std::vector<CacheStream>& streams = is_key ? keys : values;
+    const Codec& codec = is_key ? *m.codecs.key : *m.codecs.value;
+    for (size_t head = 0; head < h; ++head) {
+      const std::string why = stream_layout_error(streams[head], codec, m.codecs.residual, tokens, row_bytes);
+      if (!why.empty()) {
+        throw Error(fmt::format("{}: the {} stream of KV head {} {}", m.spec.to_string(), kind, head, why));
+      }
+      // Restored codes come from outside the process: checked once here, so that attention
+      // never meets codes encode() cannot have written (Codec::check_codes).
+      try {
+        codec.check_codes(streams[head].codes.data(), streams[head].encoded);
+      } catch (const Error& e) {
+        throw Error(fmt::format("{}: the {} stream of KV head {}: {}", m.spec.to_string(), kind, head, e.what()));
+      }
+    }
+  }
+  m.keys = std::move(keys);
+  m.values = std::move(values);
+  m.tokens = tokens;
+}
 
 }  // namespace veloxquant

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 
 #include "commands.h"
@@ -12,6 +13,7 @@
 #include "veloxquant/method.h"
 #include "veloxquant/model.h"
 #include "veloxquant/sampler.h"
+#include "veloxquant/session_file.h"
 
 namespace veloxquant::cli {
 namespace {
@@ -23,6 +25,8 @@ struct GenerateArgs {
   bool seed_given = false;
   int threads = 1;
   bool json = false;
+  std::string save_session, load_session;
+  bool kv_given = false;
 };
 
 // Length of the longest prefix of s that ends on a UTF-8 character boundary, so a character
@@ -40,25 +44,70 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+// --load-session restores the file into `session` and returns the logits after its last token;
+// refusals name the file.
+std::vector<float> restore_from(Session& session, SessionFile file, const std::string& path) {
+  try {
+    return restore_session(session, std::move(file));
+  } catch (const Error& e) {
+    throw Error(fmt::format("session file '{}': {}", path, e.what()));
+  }
+}
+
+// The rule of --load-session: the prompt's tokens must start with all of the session's tokens,
+// and only the tokens after them are evaluated (a cache cannot drop tokens, so a prompt that
+// diverges cannot reuse any of it).
+void check_continues(std::span<const int32_t> prompt, std::span<const int32_t> saved,
+                     const Tokenizer& tok, const std::string& path) {
+  for (size_t i = 0; i < std::min(prompt.size(), saved.size()); ++i) {
+    if (prompt[i] == saved[i]) continue;
+    throw Error(fmt::format("the prompt does not continue session file '{}': its token {} is {} "
+                            "('{}') where the session has {} ('{}'); expected the prompt to start "
+                            "with the session's {} tokens", path, i, prompt[i],
+                            tok.token_to_piece(prompt[i]), saved[i], tok.token_to_piece(saved[i]),
+                            saved.size()));
+  }
+  if (prompt.size() < saved.size()) {
+    throw Error(fmt::format("the prompt has {} tokens, fewer than the {} of session file '{}'; "
+                            "expected it to start with all of them (omit -p to continue the "
+                            "session as saved)", prompt.size(), saved.size(), path));
+  }
+}
+
 void run(const GenerateArgs& a) {
   omp_set_num_threads(a.threads);
   SamplerOptions sampling = a.sampling;
   if (!a.seed_given) sampling.seed = std::random_device{}();
   const Model model = Model::load(a.model);
-  Session session(model, SessionOptions{a.kv, a.context});
+  auto t0 = std::chrono::steady_clock::now();
+  std::optional<SessionFile> saved;
+  if (!a.load_session.empty()) saved = read_session_file(a.load_session);
+  Session session(model, SessionOptions{saved && !a.kv_given ? saved->kv_spec : a.kv, a.context});
+  const std::string kv = session.caches().front().spec().to_string();
+  std::vector<float> logits;
+  if (saved) logits = restore_from(session, std::move(*saved), a.load_session);
+  const double load_s = seconds_since(t0);
+  const size_t reused = session.position();
   Sampler sampler(sampling);
   const Tokenizer& tok = model.tokenizer();
-  const std::vector<int32_t> prompt = tok.encode(a.prompt, /*add_bos=*/true);
+  const bool continue_as_saved = reused > 0 && a.prompt.empty();
+  const std::vector<int32_t> prompt =
+      continue_as_saved ? std::vector<int32_t>(session.tokens().begin(), session.tokens().end())
+                        : tok.encode(a.prompt, /*add_bos=*/true);
   if (prompt.empty()) throw Error("the prompt encodes to no tokens and the model has no BOS token");
+  check_continues(prompt, session.tokens(), tok, a.load_session);
   for (int32_t t : prompt) sampler.accept(t);
 
   if (!a.json) {
-    fmt::print("{}", a.prompt);
+    fmt::print("{}", continue_as_saved ? tok.decode(prompt) : a.prompt);
     std::fflush(stdout);
   }
-  auto t0 = std::chrono::steady_clock::now();
-  std::vector<float> logits = session.eval(prompt, Logits::Last);
+  t0 = std::chrono::steady_clock::now();
+  if (prompt.size() > reused) logits = session.eval(std::span(prompt).subspan(reused), Logits::Last);
   const double prompt_s = seconds_since(t0);
+  t0 = std::chrono::steady_clock::now();
+  if (!a.save_session.empty()) save_session(session, logits, a.save_session);
+  const double save_s = seconds_since(t0);
   std::vector<int32_t> generated;
   std::string text, pending;
   t0 = std::chrono::steady_clock::now();
@@ -78,15 +127,17 @@ void run(const GenerateArgs& a) {
   }
   text += pending;
   const double gen_s = seconds_since(t0);
-  const double prompt_tps = static_cast<double>(prompt.size()) / std::max(prompt_s, 1e-9);
+  const size_t evaluated = prompt.size() - reused;
+  const double prompt_tps = static_cast<double>(evaluated) / std::max(prompt_s, 1e-9);
   const double gen_tps = static_cast<double>(generated.size()) / std::max(gen_s, 1e-9);
   if (a.json) {
     nlohmann::ordered_json j;
     j["model"] = a.model;
-    j["kv"] = parse_spec(a.kv).to_string();
+    j["kv"] = kv;
     j["seed"] = sampling.seed;
     j["threads"] = a.threads;
     j["prompt_tokens"] = prompt.size();
+    j["session_tokens_reused"] = reused;
     j["generated_tokens"] = generated.size();
     j["text"] = text;
     j["prompt_tokens_per_s"] = prompt_tps;
@@ -98,12 +149,20 @@ void run(const GenerateArgs& a) {
     return;
   }
   fmt::print("{}\n", pending);
-  fmt::print(stderr, "\nprompt:    {} tokens in {:.1f} ms ({:.1f} tokens/s)\n", prompt.size(),
+  if (!a.load_session.empty()) {
+    fmt::print(stderr, "\nsession:   {} tokens restored from {} in {:.1f} ms", reused,
+               a.load_session, load_s * 1e3);
+  }
+  fmt::print(stderr, "\nprompt:    {} tokens in {:.1f} ms ({:.1f} tokens/s)\n", evaluated,
              prompt_s * 1e3, prompt_tps);
+  if (!a.save_session.empty()) {
+    fmt::print(stderr, "session:   {} tokens saved to {} in {:.1f} ms\n", prompt.size(),
+               a.save_session, save_s * 1e3);
+  }
   fmt::print(stderr, "generated: {} tokens in {:.1f} ms ({:.1f} tokens/s), {} thread{}, seed {}\n",
              generated.size(), gen_s * 1e3, gen_tps, a.threads, a.threads == 1 ? "" : "s",
              sampling.seed);
-  fmt::print(stderr, "kv cache:  {}: {}\n", parse_spec(a.kv).to_string(),
+  fmt::print(stderr, "kv cache:  {}: {}\n", kv,
              kv_summary(session.kv_bytes(), session.kv_fp16_bytes()));
   fmt::print(stderr, "memory:    {:.1f} MiB peak resident\n", peak_rss_mib());
 }
@@ -116,7 +175,9 @@ Command add_generate_command(CLI::App& app) {
   cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
   cmd->add_option("-p,--prompt", a->prompt, "text to continue (BOS is added)");
   cmd->add_option("-n,--tokens", a->tokens, "tokens to generate at most")->capture_default_str();
-  cmd->add_option("--kv", a->kv, "KV-cache method spec (see `veloxquant methods`)")->capture_default_str();
+  cmd->add_option("--kv", a->kv, "KV-cache method spec (see `veloxquant methods`; with --load-session: the file's)")
+      ->capture_default_str()
+      ->each([a](const std::string&) { a->kv_given = true; });
   cmd->add_option("-c,--ctx", a->context, "context size in tokens (0: the model's)")->capture_default_str();
   cmd->add_option("--temp", a->sampling.temperature, "temperature; 0 is greedy")->capture_default_str();
   cmd->add_option("--top-k", a->sampling.top_k, "keep the k most likely tokens (0: all)")->capture_default_str();
@@ -127,6 +188,10 @@ Command add_generate_command(CLI::App& app) {
       ->each([a](const std::string&) { a->seed_given = true; });
   add_threads_option(cmd, a->threads);
   cmd->add_flag("--json", a->json, "print one JSON object (text and statistics) instead");
+  cmd->add_option("--save-session", a->save_session,
+                  "save the KV cache and tokens after the prompt to FILE (docs/sessions.md)");
+  cmd->add_option("--load-session", a->load_session,
+                  "restore a saved session; -p must start with its tokens (omit -p: continue it)");
   return [a] { run(*a); };
 }
 

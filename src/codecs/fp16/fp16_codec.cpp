@@ -1,7 +1,11 @@
 #include "codecs/fp16/fp16_codec.h"
 
+#include <fmt/format.h>
+
 #include "codecs/fp16/method.h"
 #include "core/simd.h"
+#include "veloxquant/error.h"
+#include "veloxquant/tensor.h"
 
 namespace veloxquant {
 namespace {
@@ -14,6 +18,16 @@ void Fp16Codec::encode(const float* x, size_t n, uint8_t* codes) const {
 
 void Fp16Codec::decode(const uint8_t* codes, size_t n, float* x) const {
   simd::f16_to_f32(halves(codes), x, n * dim_);
+}
+
+void Fp16Codec::check_codes(const uint8_t* codes, size_t n) const {
+  const uint16_t* h = halves(codes);
+  for (size_t i = 0; i < n * dim_; ++i) {
+    if ((h[i] & 0x7C00) == 0x7C00) {  // exponent all ones: infinity or NaN
+      throw Error(fmt::format("fp16: corrupt codes: token {}, channel {} holds {}; expected a "
+                              "finite half", i / dim_, i % dim_, f16_to_f32(h[i])));
+    }
+  }
 }
 
 void Fp16Codec::score(const float* q, size_t nq, const uint8_t* codes, size_t n,

@@ -14,6 +14,8 @@ class Fp16Codec final : public Codec {
   size_t state_bytes() const override { return 0; }
   void encode(const float* x, size_t n, uint8_t* codes) const override;
   void decode(const uint8_t* codes, size_t n, float* x) const override;
+  // Refuses infinities and NaNs, which encode() never writes (the cache refuses them on append).
+  void check_codes(const uint8_t* codes, size_t n) const override;
   bool fused_score() const override { return true; }
   bool fused_accumulate() const override { return true; }
   void score(const float* q, size_t nq, const uint8_t* codes, size_t n,

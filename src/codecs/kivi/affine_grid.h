@@ -4,8 +4,11 @@
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <string>
 
+#include "veloxquant/error.h"
 #include "veloxquant/tensor.h"
 
 namespace veloxquant::kivi {
@@ -45,5 +48,26 @@ struct AffineGrid {
     return (h & 0x8000) ? static_cast<uint16_t>(h + 1) : static_cast<uint16_t>(h - 1);
   }
 };
+
+// Codes read back from a file (a session) may be corrupt. fit() only stores finite minimums and
+// finite steps >= 0; anything else would make decode return NaN and the fused kernels convert
+// NaN or out-of-range products to integers (undefined behaviour in their portable paths, found
+// by fuzz/codec_fuzzer.cpp), so the codecs refuse it before reading the codes. `scales` and
+// `mins` hold `count` fp16 values each.
+inline void check_stored_grids(const uint16_t* scales, const uint16_t* mins, size_t count,
+                               const char* stream, size_t block) {
+  for (size_t i = 0; i < count; ++i) {
+    // A group of negative zeros stores the step -0 (0x8000), which is as good as 0.
+    const bool step_ok = (scales[i] & 0x7C00) != 0x7C00 && ((scales[i] & 0x8000) == 0 || scales[i] == 0x8000);
+    const bool min_ok = (mins[i] & 0x7C00) != 0x7C00;  // exponent all ones: infinity or NaN
+    if (!step_ok || !min_ok) {
+      throw Error("kivi: corrupt " + std::string(stream) + " codes: block " + std::to_string(block) +
+                  ", parameter " + std::to_string(i) + " stores step " +
+                  std::to_string(f16_to_f32(scales[i])) + " and minimum " +
+                  std::to_string(f16_to_f32(mins[i])) +
+                  "; expected a finite step >= 0 and a finite minimum");
+    }
+  }
+}
 
 }  // namespace veloxquant::kivi

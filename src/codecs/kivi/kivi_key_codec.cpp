@@ -45,6 +45,13 @@ void KiviKeyCodec::encode(const float* x, size_t n, uint8_t* codes) const {
   }
 }
 
+void KiviKeyCodec::check_codes(const uint8_t* codes, size_t n) const {
+  for (size_t b = 0; b < n / group_; ++b) {
+    const auto* halves = reinterpret_cast<const uint16_t*>(codes + b * block_bytes_);
+    check_stored_grids(halves, halves + dim_, dim_, "key", b);  // a scale, then a min, per channel
+  }
+}
+
 void KiviKeyCodec::decode(const uint8_t* codes, size_t n, float* x) const {
   const size_t d = dim_, tile_bytes = kLanes * d * bits_ / 8;
   std::vector<uint8_t> q(group_ * d);

@@ -54,6 +54,13 @@ void KiviValueCodec::encode(const float* x, size_t n, uint8_t* codes) const {
   }
 }
 
+void KiviValueCodec::check_codes(const uint8_t* codes, size_t n) const {
+  for (size_t b = 0; b < n / 4; ++b) {
+    const auto* scale = reinterpret_cast<const uint16_t*>(codes + b * block_bytes_ + quad_bytes_);
+    check_stored_grids(scale, scale + 4 * groups_, 4 * groups_, "value", b);
+  }
+}
+
 void KiviValueCodec::decode(const uint8_t* codes, size_t n, float* x) const {
   const size_t d = dim_;
   std::vector<uint8_t> q(4 * d);

@@ -32,6 +32,9 @@ class KiviValueCodec final : public Codec {
   size_t state_bytes() const override { return 0; }
   void encode(const float* x, size_t n, uint8_t* codes) const override;
   void decode(const uint8_t* codes, size_t n, float* x) const override;
+  // Refuses stored grids encode() cannot write: a NaN, infinite or negative step, a non-finite
+  // minimum (affine_grid.h).
+  void check_codes(const uint8_t* codes, size_t n) const override;
   bool fused_accumulate() const override { return true; }
   // Weighted sums from codes: attention weights times per-token scales. Lane quads: split into two
   // int8 terms (15-bit precision, one scale per query, channel group and span of 64 tokens), then

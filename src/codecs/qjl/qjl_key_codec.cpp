@@ -86,6 +86,20 @@ size_t QjlKeyCodec::outlier_channel(const uint8_t* block, size_t j) const {
   return index_bytes_ == 1 ? block[j] : load_u16(block + 2 * j);
 }
 
+void QjlKeyCodec::check_codes(const uint8_t* codes, size_t n) const {
+  for (size_t b = 0; b < n / block_; ++b) {
+    const uint8_t* block = codes + b * block_bytes();
+    for (size_t j = 0; j < cfg_.outliers; ++j) {
+      const size_t c = outlier_channel(block, j);
+      if (c >= cfg_.dim || (j > 0 && c <= outlier_channel(block, j - 1))) {
+        throw Error("qjl: corrupt key codes: block " + std::to_string(b) + ", outlier channel " +
+                    std::to_string(c) + " at header slot " + std::to_string(j) +
+                    "; expected increasing channels below head_dim " + std::to_string(cfg_.dim));
+      }
+    }
+  }
+}
+
 std::vector<uint32_t> QjlKeyCodec::read_outliers(const uint8_t* block) const {
   std::vector<uint32_t> idx(cfg_.outliers);
   for (size_t j = 0; j < cfg_.outliers; ++j) idx[j] = static_cast<uint32_t>(outlier_channel(block, j));

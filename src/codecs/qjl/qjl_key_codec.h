@@ -40,6 +40,9 @@ class QjlKeyCodec final : public Codec {
   size_t state_bytes() const override { return proj_t_.size() * sizeof(float); }
   void encode(const float* x, size_t n, uint8_t* codes) const override;
   void decode(const uint8_t* codes, size_t n, float* x) const override;
+  // Refuses block headers encode() cannot write: outlier channels must increase and stay below
+  // head_dim, since decode and score use them as indices.
+  void check_codes(const uint8_t* codes, size_t n) const override;
   bool fused_score() const override { return true; }
   void score(const float* q, size_t nq, const uint8_t* codes, size_t n,
              float* scores) const override;

@@ -1,9 +1,12 @@
 #include "codecs/turboquant/rotated_table_codec.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstring>
 
 #include "core/bitpack.h"
+#include "veloxquant/error.h"
 
 namespace veloxquant::turboquant {
 
@@ -39,6 +42,17 @@ void RotatedTableCodec::encode(const float* x, size_t n, uint8_t* codes) const {
     uint8_t* rec = codes + t * format_.stride;
     std::memcpy(rec + format_.scale_offset, &norm, sizeof norm);
     pack_bits(idx.data(), dim_, code_bits_, rec + format_.code_offset);
+  }
+}
+
+void RotatedTableCodec::check_codes(const uint8_t* codes, size_t n) const {
+  for (size_t t = 0; t < n; ++t) {
+    float norm;
+    std::memcpy(&norm, codes + t * format_.stride + format_.scale_offset, sizeof norm);
+    if (!(norm >= 0) || !std::isfinite(norm)) {
+      throw Error(fmt::format("turboquant: corrupt codes: token {} stores norm {}; expected a "
+                              "finite norm >= 0", t, norm));
+    }
   }
 }
 

@@ -21,6 +21,8 @@ class RotatedTableCodec : public Codec {
   size_t state_bytes() const override { return rotation_.state_bytes() + codebook_bytes_; }
   void encode(const float* x, size_t n, uint8_t* codes) const override;
   void decode(const uint8_t* codes, size_t n, float* x) const override;
+  // Refuses a norm that is negative, infinite or NaN (encode stores ||x|| of a finite x).
+  void check_codes(const uint8_t* codes, size_t n) const override;
   bool fused_score() const override { return true; }
   bool fused_accumulate() const override { return true; }
   void score(const float* q, size_t nq, const uint8_t* codes, size_t n,

@@ -1,6 +1,8 @@
 // The forward pass of a Llama-family decoder over one sequence. Each layer's attention goes
 // through that layer's KVCache: it receives pre-RoPE keys with their positions and attends for
 // the layer's (rotated) queries, so every cache method runs inside the model.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -34,6 +36,15 @@ void project(const runtime::WeightMatrix& w, const std::vector<float>& bias, con
     for (size_t i = 0; i < w.rows; ++i) y[t * w.rows + i] += bias[i];
 }
 
+void check_token_ids(std::span<const int32_t> tokens, size_t vocab) {
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || static_cast<size_t>(tokens[i]) >= vocab) {
+      throw Error("token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
+                  " is out of range; expected 0.." + std::to_string(vocab - 1));
+    }
+  }
+}
+
 }  // namespace
 
 struct Session::Impl {
@@ -42,6 +53,7 @@ struct Session::Impl {
   size_t context = 0;
   size_t position = 0;
   std::vector<KVCache> caches;
+  std::vector<int32_t> history;  // the tokens evaluated so far, one per position
   // Activations of one micro-batch, reused across calls.
   std::vector<float> x, h, q, k, v, attn, proj, gate, up;
   std::vector<int64_t> positions;
@@ -110,6 +122,7 @@ struct Session::Impl {
     }
     for (size_t l = 0; l < c.layers; ++l) layer(l, n);
     position += n;
+    history.insert(history.end(), tokens, tokens + n);
     if (first_logit >= n) return;
     const size_t rows = n - first_logit;
     for (size_t t = 0; t < rows; ++t)
@@ -128,12 +141,7 @@ std::vector<float> Session::eval(std::span<const int32_t> tokens, Logits which) 
   Impl& s = *impl_;
   const size_t vocab = s.model.config().vocab, n = tokens.size();
   if (n == 0) throw Error("eval got no tokens; expected at least 1");
-  for (size_t i = 0; i < n; ++i) {
-    if (tokens[i] < 0 || static_cast<size_t>(tokens[i]) >= vocab) {
-      throw Error("token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
-                  " is out of range; expected 0.." + std::to_string(vocab - 1));
-    }
-  }
+  check_token_ids(tokens, vocab);
   if (s.position + n > s.context) {
     throw Error("the context holds " + std::to_string(s.context) + " tokens; " +
                 std::to_string(s.position) + " are used and " + std::to_string(n) +
@@ -170,6 +178,42 @@ void Session::reset() {
   const Spec spec = s.caches.front().spec();
   s.make_caches(spec);
   s.position = 0;
+  s.history.clear();
+}
+
+std::span<const int32_t> Session::tokens() const { return impl_->history; }
+std::span<const KVCache> Session::caches() const { return impl_->caches; }
+
+void Session::restore(std::vector<int32_t> tokens, std::vector<KVCache> caches) {
+  Impl& s = *impl_;
+  const ModelConfig& c = s.model.config();
+  const Spec& spec = s.caches.front().spec();
+  if (caches.size() != c.layers) {
+    throw Error(fmt::format("restore got {} caches; expected one per layer ({})", caches.size(), c.layers));
+  }
+  for (size_t l = 0; l < caches.size(); ++l) {
+    const KVCache& cache = caches[l];
+    const LayerShape &got = cache.shape(), &want = s.caches[l].shape();
+    if (!(cache.spec() == spec) || got.kv_heads != want.kv_heads || got.head_dim != want.head_dim ||
+        got.layer != want.layer || got.seed != want.seed) {
+      throw Error(fmt::format("restore: cache {} is '{}' for layer {} ({} KV heads x {}, seed {}); "
+                              "expected '{}' for layer {} ({} x {}, seed {})", l,
+                              cache.spec().to_string(), got.layer, got.kv_heads, got.head_dim,
+                              got.seed, spec.to_string(), want.layer, want.kv_heads, want.head_dim,
+                              want.seed));
+    }
+    if (cache.tokens() != tokens.size()) {
+      throw Error(fmt::format("restore: layer {}'s cache holds {} tokens; expected {}, one per "
+                              "token of the history", l, cache.tokens(), tokens.size()));
+    }
+  }
+  if (tokens.size() > s.context) {
+    throw Error(fmt::format("restore got {} tokens; the context holds {}", tokens.size(), s.context));
+  }
+  check_token_ids(tokens, c.vocab);
+  s.caches = std::move(caches);
+  s.history = std::move(tokens);
+  s.position = s.history.size();
 }
 
 }  // namespace veloxquant

@@ -1,0 +1,98 @@
+// Session files: a Session's token history and compressed KV caches saved to disk and restored
+// byte for byte, so a long prompt is evaluated once. The format, byte by byte, and what is
+// refused: docs/sessions.md.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "veloxquant/cache.h"
+#include "veloxquant/model.h"
+
+namespace veloxquant {
+
+// The only format version this build writes and reads.
+inline constexpr uint32_t kSessionFormatVersion = 1;
+
+// What a session's caches depend on besides the method: equal identities, equal caches.
+struct ModelIdentity {
+  std::string architecture;
+  uint32_t layers = 0, heads = 0, kv_heads = 0, head_dim = 0, embedding = 0, feed_forward = 0,
+           vocab = 0, context_length = 0;
+  // XXH64 of every tensor's name, type, dims, file offset and first 64 data bytes (so that two
+  // checkpoints of one architecture differ without hashing gigabytes of weights).
+  uint64_t weights_hash = 0;
+  // XXH64 of every tokenizer.* metadata entry (key, type and value).
+  uint64_t tokenizer_hash = 0;
+
+  static ModelIdentity of(const Model& model);
+  bool operator==(const ModelIdentity&) const = default;
+};
+
+// "layers: expected 5, found 2; weights hash: expected 0x..., found 0x..." naming every field
+// that differs; "" when the identities are equal.
+std::string describe_differences(const ModelIdentity& expected, const ModelIdentity& found);
+
+// The checksum of a precomputed file a method reads (calibration, codebooks). No registered
+// method reads one yet, so every file lists none; a file that lists any is refused.
+struct MethodArtifact {
+  std::string name;
+  uint64_t bytes = 0;
+  uint64_t xxh64 = 0;
+};
+
+// Where a section lies in the file (for `veloxquant session info`): `bytes` counts its tag,
+// length and checksum too, so the sections and the 12-byte header add up to the file size.
+struct SessionSection {
+  std::string tag;  // "MODL", "SPEC", "ARTF", "TOKS", "LGTS", "LAYR"
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+};
+
+// A session file, parsed and checked.
+struct SessionFile {
+  struct Layer {
+    std::vector<CacheStream> keys, values;  // one per KV head
+  };
+  uint32_t version = kSessionFormatVersion;
+  ModelIdentity model;
+  std::string kv_spec;  // canonical spec text of the caches' method
+  uint64_t codec_seed = 0;  // LayerShape::seed the caches' codecs were built with
+  std::vector<MethodArtifact> artifacts;
+  std::vector<int32_t> tokens;  // the history, at least one token
+  std::vector<float> logits;    // vocab logits after the last token, as eval returned them
+  std::vector<Layer> layers;
+  std::vector<SessionSection> sections;
+};
+
+// Checks and parses a whole file image: magic, version, every section's length and XXH64, the
+// order of the sections, every count and length against the bytes present (nothing is allocated
+// beyond what the input holds), token ids against the vocabulary, finite logits, per-stream
+// token counts and fp16 tail sizes. Code byte counts are checked against the method's codecs
+// when the caches are rebuilt (restore_session, transcode_session). Throws FormatError naming
+// the first problem; never reads outside `bytes`.
+SessionFile parse_session_file(std::span<const uint8_t> bytes);
+// Reads and parses PATH; errors are prefixed with "session file 'PATH': ".
+SessionFile read_session_file(const std::string& path);
+
+// Saves the session's tokens and caches, and `last_logits` (what eval returned for its last
+// token), to PATH: written to a temporary file in PATH's directory, fsync'ed, then renamed over
+// PATH, so a crash leaves either the previous file or the new one. Throws Error if the session
+// holds no tokens, the logits are not vocab-sized, or the file cannot be written.
+void save_session(const Session& session, std::span<const float> last_logits,
+                  const std::string& path);
+
+// Replaces the session's tokens and caches by the file's and returns the logits after its last
+// token. Refused with Error naming what differs, before the session changes, when the file was
+// saved with another model, another kv spec, or holds more tokens than the context.
+std::vector<float> restore_session(Session& session, SessionFile file);
+
+// Re-encodes a session's caches with another method: each layer is decoded to f32 and appended
+// to a fresh cache of `kv_spec`. Keys are stored after RoPE by every current method, so they are
+// appended as they are (no second rotation). Writes OUT like save_session.
+void transcode_session(SessionFile file, std::string_view kv_spec, const std::string& out);
+
+}  // namespace veloxquant

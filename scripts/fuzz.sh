@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (fuzz/, clang, ASan + UBSan) into build-fuzz/ and runs each for the
+# given seconds over its committed seed corpus, fuzz/corpus/<target>/. New inputs go to a scratch
+# corpus under build-fuzz/, so the committed one only changes by hand. Exits non-zero on any
+# finding (crash, sanitizer report, leak, timeout, out-of-memory) and leaves the input that caused
+# it in build-fuzz/fuzz-artifacts/<target>/; reproduce with build-fuzz/fuzz/fuzz_<target> FILE.
+#   scripts/fuzz.sh [seconds-per-target]   (default 30)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-30}
+# libFuzzer takes a limit of 0 or less as "run forever".
+if ! [[ $seconds =~ ^[1-9][0-9]*$ ]]; then
+  echo "usage: scripts/fuzz.sh [seconds-per-target], a whole number of seconds >= 1; got '$seconds'" >&2
+  exit 2
+fi
+build=build-fuzz
+
+CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DVELOXQUANT_FUZZ=ON -DVELOXQUANT_BUILD_TESTS=OFF -DVELOXQUANT_BUILD_BENCH=OFF >/dev/null
+cmake --build "$build" -j "$(nproc)" --target veloxquant_fuzzers
+
+failed=()
+for source in fuzz/*_fuzzer.cpp; do
+  target=$(basename "$source" _fuzzer.cpp)
+  scratch=$build/fuzz-scratch/$target artifacts=$build/fuzz-artifacts/$target log=$build/fuzz-logs/$target.log
+  rm -rf "$scratch"
+  mkdir -p "$scratch" "$artifacts" "$(dirname "$log")"
+  # -timeout: an input running 60 s is a hang (the slowest legitimate one, a codec whose first
+  # use solves a 256-level Lloyd-Max codebook, takes about 12 s under the sanitizers);
+  # -rss_limit_mb: 2 GB is far beyond what any input needs. The first corpus folder receives new
+  # inputs.
+  if "$build/fuzz/fuzz_$target" -max_total_time="$seconds" -timeout=60 -rss_limit_mb=2048 \
+      -print_final_stats=1 -artifact_prefix="$artifacts/" "$scratch" "fuzz/corpus/$target" >"$log" 2>&1; then
+    execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+    echo "fuzz: $target: ${seconds}s, ${execs:-?} executions, no findings"
+  else
+    echo "fuzz: $target: FINDING (log: $log, input: $artifacts/)" >&2
+    grep -m 5 -E 'ERROR|SUMMARY|runtime error|Test unit written' "$log" >&2 || tail -n 20 "$log" >&2
+    failed+=("$target")
+  fi
+done
+if ((${#failed[@]})); then
+  echo "fuzz: findings in: ${failed[*]}" >&2
+  exit 1
+fi

@@ -1,0 +1,70 @@
+// Turning a parsed session file back into caches: into a live Session (after checking that it
+// was saved for this model and method), or re-encoded with another method into a new file.
+#include <fmt/format.h>
+
+#include "runtime/session_file/format.h"
+#include "veloxquant/error.h"
+
+namespace veloxquant::session_file {
+
+std::vector<KVCache> rebuild_caches(std::vector<SessionFile::Layer> layers, const Spec& spec,
+                                    uint64_t codec_seed, const ModelIdentity& model) {
+  std::vector<KVCache> caches;
+  caches.reserve(layers.size());
+  for (size_t l = 0; l < layers.size(); ++l) {
+    caches.emplace_back(spec, LayerShape{model.kv_heads, model.head_dim, static_cast<int>(l), codec_seed});
+    try {
+      caches.back().restore(std::move(layers[l].keys), std::move(layers[l].values));
+    } catch (const Error& e) {
+      throw FormatError(fmt::format("layer {}: {}", l, e.what()));
+    }
+  }
+  return caches;
+}
+
+}  // namespace veloxquant::session_file
+
+namespace veloxquant {
+
+std::vector<float> restore_session(Session& session, SessionFile file) {
+  const ModelIdentity here = ModelIdentity::of(session.model());
+  const std::string differences = describe_differences(here, file.model);
+  if (!differences.empty()) {
+    throw Error(fmt::format("the session was saved with another model: {}", differences));
+  }
+  const KVCache& current = session.caches().front();
+  const std::string spec = current.spec().to_string();
+  if (file.kv_spec != spec || file.codec_seed != current.shape().seed) {
+    throw Error(fmt::format("the session was saved with another kv spec: expected '{}' (seed {}), "
+                            "found '{}' (seed {})", spec, current.shape().seed, file.kv_spec,
+                            file.codec_seed));
+  }
+  if (file.tokens.size() > session.context()) {
+    throw Error(fmt::format("the session holds {} tokens; expected at most the context's {}",
+                            file.tokens.size(), session.context()));
+  }
+  std::vector<KVCache> caches = session_file::rebuild_caches(std::move(file.layers), current.spec(),
+                                                             file.codec_seed, file.model);
+  session.restore(std::move(file.tokens), std::move(caches));
+  return std::move(file.logits);
+}
+
+void transcode_session(SessionFile file, std::string_view kv_spec, const std::string& out) {
+  const Spec target = parse_spec(kv_spec);
+  const std::vector<KVCache> source = session_file::rebuild_caches(
+      std::move(file.layers), parse_spec(file.kv_spec), file.codec_seed, file.model);
+  std::vector<KVCache> caches;
+  caches.reserve(source.size());
+  const size_t n = file.tokens.size(), h = file.model.kv_heads, d = file.model.head_dim;
+  for (size_t l = 0; l < source.size(); ++l) {
+    caches.emplace_back(target, source[l].shape());
+    // Both are [tokens, kv_heads, head_dim]; the keys are already rotated (RoPE), so they go
+    // through the append that does not rotate.
+    const std::vector<float> k = source[l].decode_keys(), v = source[l].decode_values();
+    caches.back().append(TensorView::f32(k.data(), {n, h, d}), TensorView::f32(v.data(), {n, h, d}));
+  }
+  session_file::write_session(out, {file.model, target.to_string(), file.codec_seed, file.tokens,
+                                    file.logits}, caches);
+}
+
+}  // namespace veloxquant
