@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The CUDA backend on the GPU machine (an H200 lent through the device tool): builds the benchmark
+# as a project of its own (bench/cuda: the machine has CUDA, cmake and ninja but not the CPU
+# library's dependencies), runs the parity test, then times our kernels and PyTorch SDPA.
+#
+#   bench/cuda/run_h200.sh OUT_DIR [--quick]
+#
+# Parity: the test links the CPU library, so it is built on a development machine
+# (bench/cuda/carry_parity.sh puts it and the shared libraries it needs into .cuda-carry/, which
+# travels with the call) and only run here; without it the step is skipped with a note.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out=${1:?usage: run_h200.sh OUT_DIR [--quick]}
+quick=${2:-}
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$out/gpu.txt"
+nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+cmake -S bench/cuda -B build-h200 -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" >/dev/null
+cmake --build build-h200 -j "$(nproc)"
+status=0
+if [ -x .cuda-carry/veloxquant_cuda_parity ]; then
+  echo "run_h200: parity"
+  LD_LIBRARY_PATH=.cuda-carry .cuda-carry/veloxquant_cuda_parity | tee "$out/parity.md" || status=1
+else
+  echo "run_h200: no .cuda-carry/veloxquant_cuda_parity; parity skipped (bench/cuda/carry_parity.sh builds it)"
+fi
+echo "run_h200: benchmark"
+build-h200/veloxquant_cuda_bench --out "$out/ours.jsonl" $quick
+python3 bench/cuda/sdpa_report.py --ours "$out/ours.jsonl" --out "$out" \
+  --command "bench/cuda/run_h200.sh OUT_DIR $quick"
+exit $status

@@ -1,0 +1,209 @@
+// CUDA decode benchmark: fused decode attention over compressed caches (KIVI 2/4-bit,
+// TurboQuant-MSE 2/3/4-bit) and over our fp16 cache, plus quantize-on-append against a plain fp16
+// store of the same token. Writes JSON lines (one record per measurement) to --out; the driver
+// bench/cuda/run_h200.sh adds PyTorch SDPA on the same shapes and writes the report.
+//
+//   veloxquant_cuda_bench --out FILE [--quick] [--iters N]
+//
+// Each timing is the median of N >= 50 single launches timed with CUDA events after warm-up; when
+// one cache would fit in L2 (60 MB) the launches rotate over several caches, so the bytes come
+// from HBM. Bandwidth counts the bytes the attention reads from the cache (codes, scales, fp16
+// residual rows), not the query.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/lloyd_max.h"
+#include "core/rng.h"
+#include "cuda/common/check.cuh"
+#include "veloxquant/cuda.h"
+
+namespace vq = veloxquant;
+namespace vc = veloxquant::cuda;
+
+namespace {
+
+constexpr size_t kQHeads = 32, kKvHeads = 8, kDim = 128, kChunk = 8192;
+constexpr size_t kL2Bytes = size_t{60} << 20;
+
+struct Method {
+  const char* name;
+  vc::CacheFormat format;
+  unsigned bits;
+};
+
+// Deterministic pseudo-normal fp16 values (sum of four uniforms), keys with outlier channels.
+__global__ void fill_rows(__half* x, size_t n, size_t dim, uint64_t seed, bool keys) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint64_t h = (i + seed * 0x9E3779B97F4A7C15ull) * 0xBF58476D1CE4E5B9ull;
+    float s = 0;
+    for (int k = 0; k < 4; ++k) {
+      h ^= h >> 31, h *= 0x94D049BB133111EBull, h ^= h >> 29;
+      s += static_cast<float>(h >> 40) / 16777216.0f;
+    }
+    const float scale = keys && i % dim % 16 == 3 ? 6.0f : 1.0f;
+    x[i] = __float2half((s - 2.0f) * 1.7f * scale);
+  }
+}
+
+__global__ void fill_positions(int64_t* p, size_t batch, size_t n, size_t first) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < batch * n; i += size_t(gridDim.x) * blockDim.x)
+    p[i] = static_cast<int64_t>(first + i % n);
+}
+
+template <class T>
+struct DeviceBuffer {
+  T* ptr = nullptr;
+  explicit DeviceBuffer(size_t n) { VQ_CUDA_CHECK(cudaMalloc(&ptr, n * sizeof(T))); }
+  ~DeviceBuffer() { cudaFree(ptr); }
+};
+
+vc::CacheConfig config_for(const Method& m, size_t batch, size_t capacity) {
+  vc::CacheConfig c;
+  c.format = m.format;
+  c.batch = batch, c.kv_heads = kKvHeads, c.head_dim = kDim, c.capacity = capacity;
+  c.bits = m.bits, c.group = 32;
+  c.residual = m.format == vc::CacheFormat::Kivi ? 128 : 0;
+  c.rope.dims = kDim;
+  if (m.format == vc::CacheFormat::TurboQuantMse) {
+    for (uint64_t tag : {1, 2}) {
+      vq::Rng rng(vq::derive_seed(0, {0, tag}));
+      auto& signs = tag == 1 ? c.turboquant.key_signs : c.turboquant.value_signs;
+      for (size_t i = 0; i < kDim; ++i) signs.push_back(rng.sign());
+    }
+    const vq::ScalarCodebook cb = vq::lloyd_max_sphere_coordinate(m.bits, kDim);
+    c.turboquant.key_centroids = c.turboquant.value_centroids = cb.centroids;
+    c.turboquant.key_boundaries = c.turboquant.value_boundaries = cb.boundaries;
+  }
+  return c;
+}
+
+// Appends `tokens` random tokens in chunks (prefill-style appends).
+void fill(vc::DeviceCache& cache, size_t batch, size_t tokens, uint64_t seed) {
+  const size_t rows = batch * kKvHeads * kChunk * kDim;
+  DeviceBuffer<__half> k(rows), v(rows);
+  DeviceBuffer<int64_t> pos(batch * kChunk);
+  for (size_t at = 0; at < tokens; at += kChunk) {
+    const size_t n = std::min(kChunk, tokens - at);
+    fill_rows<<<1024, 256>>>(k.ptr, batch * kKvHeads * n * kDim, kDim, seed + at, true);
+    fill_rows<<<1024, 256>>>(v.ptr, batch * kKvHeads * n * kDim, kDim, seed + at + 1, false);
+    fill_positions<<<64, 256>>>(pos.ptr, batch, n, at);
+    VQ_CUDA_CHECK(cudaGetLastError());
+    cache.append(reinterpret_cast<uint16_t*>(k.ptr), reinterpret_cast<uint16_t*>(v.ptr), pos.ptr, n);
+  }
+  VQ_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+// Median of `iters` timed calls of f(i) after `warmup` untimed ones.
+template <class F>
+double median_us(int warmup, int iters, F&& f) {
+  cudaEvent_t a, b;
+  VQ_CUDA_CHECK(cudaEventCreate(&a));
+  VQ_CUDA_CHECK(cudaEventCreate(&b));
+  for (int i = 0; i < warmup; ++i) f(i);
+  std::vector<float> ms(iters);
+  for (int i = 0; i < iters; ++i) {
+    VQ_CUDA_CHECK(cudaEventRecord(a));
+    f(warmup + i);
+    VQ_CUDA_CHECK(cudaEventRecord(b));
+    VQ_CUDA_CHECK(cudaEventSynchronize(b));
+    VQ_CUDA_CHECK(cudaEventElapsedTime(&ms[i], a, b));
+  }
+  VQ_CUDA_CHECK(cudaEventDestroy(a));
+  VQ_CUDA_CHECK(cudaEventDestroy(b));
+  std::nth_element(ms.begin(), ms.begin() + iters / 2, ms.end());
+  return ms[iters / 2] * 1000.0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* out_path = nullptr;
+  bool quick = false;
+  int iters = 50;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
+    else if (!std::strcmp(argv[i], "--quick")) quick = true;
+    else if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) iters = std::max(50, std::atoi(argv[++i]));
+    else {
+      std::fprintf(stderr, "usage: %s --out FILE [--quick] [--iters N>=50]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (out_path == nullptr) {
+    std::fprintf(stderr, "veloxquant_cuda_bench: --out FILE is required\n");
+    return 2;
+  }
+  FILE* out = std::fopen(out_path, "w");
+  if (out == nullptr) {
+    std::fprintf(stderr, "veloxquant_cuda_bench: cannot write %s\n", out_path);
+    return 2;
+  }
+  const std::vector<Method> methods = {
+      {"fp16", vc::CacheFormat::Fp16, 16},         {"kivi2", vc::CacheFormat::Kivi, 2},
+      {"kivi4", vc::CacheFormat::Kivi, 4},         {"tq_mse2", vc::CacheFormat::TurboQuantMse, 2},
+      {"tq_mse3", vc::CacheFormat::TurboQuantMse, 3}, {"tq_mse4", vc::CacheFormat::TurboQuantMse, 4}};
+  const std::vector<size_t> batches = {1, 8};
+  const std::vector<size_t> lengths = quick ? std::vector<size_t>{4096, 131072} : std::vector<size_t>{4096, 32768, 131072};
+  try {
+    for (size_t batch : batches)
+      for (size_t seq : lengths)
+        for (const Method& m : methods) {
+          const int append_steps = 10 + iters;
+          const vc::CacheConfig config = config_for(m, batch, seq + append_steps);
+          // Enough caches that their reads do not fit in L2 together.
+          std::vector<std::unique_ptr<vc::DeviceCache>> caches;
+          caches.push_back(std::make_unique<vc::DeviceCache>(config));
+          fill(*caches[0], batch, seq, 7);
+          const size_t read = caches[0]->attend_read_bytes();
+          const size_t copies = std::min<size_t>(8, (3 * kL2Bytes + read - 1) / read);
+          for (size_t i = 1; i < copies; ++i) {
+            caches.push_back(std::make_unique<vc::DeviceCache>(config));
+            fill(*caches[i], batch, seq, 7 + i);
+          }
+          DeviceBuffer<__half> q(batch * kQHeads * kDim);
+          DeviceBuffer<float> o(batch * kQHeads * kDim);
+          fill_rows<<<64, 256>>>(q.ptr, batch * kQHeads * kDim, kDim, 99, false);
+          VQ_CUDA_CHECK(cudaGetLastError());
+          const double attend = median_us(10, iters, [&](int i) {
+            caches[i % copies]->attend(reinterpret_cast<uint16_t*>(q.ptr), kQHeads, o.ptr);
+          });
+          VQ_CUDA_CHECK(cudaGetLastError());
+          std::fprintf(out, "{\"kind\": \"attend\", \"method\": \"%s\", \"batch\": %zu, \"seq\": %zu, "
+                       "\"q_heads\": %zu, \"kv_heads\": %zu, \"head_dim\": %zu, \"us\": %.3f, \"read_bytes\": %zu, "
+                       "\"stored_bytes\": %zu, \"gbps\": %.1f, \"caches\": %zu}\n",
+                       m.name, batch, seq, kQHeads, kKvHeads, kDim, attend, read, caches[0]->stored_bytes(),
+                       read / attend / 1e3, copies);
+          // Quantize-on-append of one decode token per sequence, on the full cache.
+          const size_t rows = batch * kKvHeads * kDim;
+          DeviceBuffer<__half> k1(rows), v1(rows);
+          DeviceBuffer<int64_t> pos(batch);
+          fill_rows<<<64, 256>>>(k1.ptr, rows, kDim, 5, true);
+          fill_rows<<<64, 256>>>(v1.ptr, rows, kDim, 6, false);
+          fill_positions<<<1, 32>>>(pos.ptr, batch, 1, seq);
+          VQ_CUDA_CHECK(cudaGetLastError());
+          const double append = median_us(10, iters, [&](int) {
+            caches[0]->append(reinterpret_cast<uint16_t*>(k1.ptr), reinterpret_cast<uint16_t*>(v1.ptr), pos.ptr, 1);
+          });
+          VQ_CUDA_CHECK(cudaDeviceSynchronize());
+          std::fprintf(out, "{\"kind\": \"append\", \"method\": \"%s\", \"batch\": %zu, \"seq\": %zu, \"us\": %.3f}\n",
+                       m.name, batch, seq, append);
+          std::fflush(out);
+          std::printf("%-8s B=%zu S=%-6zu attend %9.1f us %7.0f GB/s  append %6.1f us\n", m.name, batch, seq,
+                      attend, read / attend / 1e3, append);
+          std::fflush(stdout);
+        }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "veloxquant_cuda_bench: %s\n", e.what());
+    std::fclose(out);
+    return 1;
+  }
+  std::fclose(out);
+  return 0;
+}

@@ -1,0 +1,91 @@
+// The CUDA backend (built with -DVELOXQUANT_CUDA=ON, sm_90): a compressed KV cache for one
+// attention layer that lives in GPU memory, for a batch of sequences of equal length.
+//  - append(): quantize-on-append, one launch per layer step. Keys get RoPE first; the codes are
+//    byte for byte the CPU codecs' (KIVI, TurboQuant-MSE), so caches move between backends.
+//  - attend(): fused decode attention straight from the codes, split along the sequence
+//    (flash-decoding), then one reduction launch.
+// Layout, kernels and parity bounds: docs/cuda.md. This header needs no CUDA headers: device
+// pointers are plain pointers, f16 data is uint16_t, streams are cudaStream_t passed as void*.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "veloxquant/rope.h"
+
+namespace veloxquant::cuda {
+
+enum class CacheFormat : uint8_t {
+  Fp16,           // keys and values as fp16 rows: the like-for-like baseline
+  Kivi,           // `kivi` with kbits == vbits in {2, 4}
+  TurboQuantMse,  // `turboquant_mse` with bits == vbits in {2, 3, 4}
+};
+
+// What TurboQuant's codecs derive from the layer's seed on the CPU (core/rotation.h,
+// core/lloyd_max.h): the random signs of each stream's Hadamard rotation and its Lloyd-Max
+// codebook. The caller computes them, so this library needs nothing but the CUDA toolkit.
+struct TurboQuantTables {
+  std::vector<float> key_signs, value_signs;              // head_dim values of +1 or -1
+  std::vector<float> key_centroids, value_centroids;      // 2^bits ascending levels
+  std::vector<float> key_boundaries, value_boundaries;    // 2^bits - 1 ascending midpoints
+};
+
+struct CacheConfig {
+  CacheFormat format = CacheFormat::Fp16;
+  size_t batch = 1;
+  size_t kv_heads = 1;
+  size_t head_dim = 128;   // 64 or 128
+  size_t capacity = 0;     // most tokens one sequence may hold
+  unsigned bits = 2;       // key and value bits (KIVI, TurboQuant)
+  size_t group = 32;       // KIVI: tokens per key group (multiple of 32); channels per value group
+  size_t residual = 0;     // KIVI: newest tokens kept in fp16
+  RopeParams rope;         // applied to keys on append; dims 0: none. Interleaved layout only.
+  TurboQuantTables turboquant;
+};
+
+// One (sequence, KV head) stream laid out exactly as the CPU cache's CacheStream: encoded codes,
+// then the fp16 rows of the residual window, oldest first.
+struct HostStream {
+  std::vector<uint8_t> codes;
+  size_t encoded = 0;
+  std::vector<uint8_t> tail;
+  size_t tail_tokens = 0;
+};
+
+class DeviceCache {
+ public:
+  // Throws veloxquant::Error naming the setting when the configuration is not supported.
+  explicit DeviceCache(const CacheConfig& config);
+  ~DeviceCache();
+  DeviceCache(const DeviceCache&) = delete;
+  DeviceCache& operator=(const DeviceCache&) = delete;
+
+  // k, v: device fp16 [batch, kv_heads, n, head_dim]; positions: device int64 [batch, n].
+  // One kernel launch. Throws Error if the tokens would pass capacity.
+  void append(const uint16_t* k, const uint16_t* v, const int64_t* positions, size_t n,
+              void* stream = nullptr);
+  // One decode query per sequence: q device fp16 [batch, q_heads, head_dim] (q_heads a multiple
+  // of kv_heads, at most 8 per KV head, post-RoPE); out device f32 [batch, q_heads, head_dim].
+  // Softmax scale 1/sqrt(head_dim). Two launches: the split pass and the reduction.
+  void attend(const uint16_t* q, size_t q_heads, float* out, void* stream = nullptr);
+
+  size_t tokens() const;
+  const CacheConfig& config() const;
+  // Bytes a sequence-set of this many tokens stores, counted like KVCache::bytes(): codes, the
+  // fp16 residual rows and, once per stream, the shared state (signs, codebooks).
+  size_t stored_bytes() const;
+  // Bytes one attend() reads from the cache (codes, scales, residual rows; not the query).
+  size_t attend_read_bytes() const;
+
+  // Copies of one stream in the CPU layout (parity with KVCache::key_streams()). Synchronous.
+  HostStream download_keys(size_t batch, size_t kv_head) const;
+  HostStream download_values(size_t batch, size_t kv_head) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace veloxquant::cuda

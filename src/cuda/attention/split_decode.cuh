@@ -1,0 +1,98 @@
+// What every split-decode attention kernel shares (flash-decoding). A block of kWarps warps takes
+// one split of the sequence of one (sequence, KV head) and every query head of its group. Each
+// warp streams its own 32-token tiles (tile = first + warp, + kWarps, ...), double-buffered with
+// cp.async, keeping a running max, sum and output per head (online softmax); at the end the warps
+// merge through shared memory and the block writes one partial (max, sum, output) per head.
+// combine.cu merges the splits.
+#pragma once
+
+#include <cuda_fp16.h>
+
+#include <cmath>
+
+#include "cuda/cache/layout.cuh"
+#include "cuda/common/device_math.cuh"
+
+namespace veloxquant::cuda {
+
+inline constexpr int kWarps = 4;
+inline constexpr int kThreads = kWarps * kWarp;
+inline constexpr int kTileTokens = 32;  // one token per lane
+
+template <int MAXG>
+struct SoftmaxState {
+  float m[MAXG], l[MAXG];
+  __device__ SoftmaxState() {
+#pragma unroll
+    for (int h = 0; h < MAXG; ++h) m[h] = -INFINITY, l[h] = 0.0f;
+  }
+  // The lane's scores s (-inf where its token is masked) join the running state. Returns in
+  // alpha the factor the warp's accumulated outputs must be scaled by, and in s the lane's
+  // unnormalized probabilities. Every tile has at least one unmasked token.
+  __device__ void update(float (&s)[MAXG], float (&alpha)[MAXG], int group) {
+#pragma unroll
+    for (int h = 0; h < MAXG; ++h) {
+      if (h >= group) break;
+      const float mx = fmaxf(m[h], warp_max(s[h]));
+      alpha[h] = __expf(m[h] - mx);
+      s[h] = __expf(s[h] - mx);
+      l[h] = l[h] * alpha[h] + warp_sum(s[h]);
+      m[h] = mx;
+    }
+  }
+};
+
+// Shared memory the block's epilogue uses: every warp's outputs [kWarps][MAXG][dim] and states.
+template <int MAXG>
+__host__ __device__ constexpr size_t epilogue_bytes(int dim) {
+  return sizeof(float) * kWarps * MAXG * (dim + 2);
+}
+
+// The epilogue. `o` holds each warp's unnormalized output per head in natural channel order
+// ([kWarps][MAXG][dim]), written by the kernel; the states go to `ml` here.
+template <int MAXG>
+__device__ void write_partial(const AttendParams& p, const SoftmaxState<MAXG>& st, float* o,
+                              float* ml, int seq, int split) {
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  if (lane == 0) {
+#pragma unroll
+    for (int h = 0; h < MAXG; ++h) ml[(warp * MAXG + h) * 2] = st.m[h], ml[(warp * MAXG + h) * 2 + 1] = st.l[h];
+  }
+  __syncthreads();
+  const int d = p.head_dim, b = seq / p.kv_heads, kvh = seq % p.kv_heads;
+  const int q_heads = p.kv_heads * p.group;
+  for (int i = threadIdx.x; i < p.group * d; i += kThreads) {
+    const int h = i / d, c = i % d;
+    float mx = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, ml[(w * MAXG + h) * 2]);
+    float sum = 0, out = 0;
+    if (mx != -INFINITY) {
+      for (int w = 0; w < kWarps; ++w) {
+        const float f = __expf(ml[(w * MAXG + h) * 2] - mx);
+        sum += f * ml[(w * MAXG + h) * 2 + 1];
+        out += f * o[(w * MAXG + h) * d + c];
+      }
+    }
+    const size_t row = static_cast<size_t>(b) * q_heads + kvh * p.group + h;
+    p.part_o[(row * p.splits + split) * d + c] = out;
+    if (c == 0) p.part_ml[(row * p.splits + split) * 2] = mx, p.part_ml[(row * p.splits + split) * 2 + 1] = sum;
+  }
+}
+
+// The group's queries as f32, times the softmax scale, into q_s [MAXG][dim] (block-wide).
+template <int MAXG>
+__device__ void load_queries(const AttendParams& p, int seq, float* q_s) {
+  const int d = p.head_dim, b = seq / p.kv_heads, kvh = seq % p.kv_heads;
+  const __half* q = reinterpret_cast<const __half*>(p.q) +
+                    (static_cast<size_t>(b) * p.kv_heads * p.group + kvh * p.group) * d;
+  for (int i = threadIdx.x; i < MAXG * d; i += kThreads)
+    q_s[i] = i < p.group * d ? __half2float(q[i]) * p.scale : 0.0f;
+}
+
+// The tiles of the fused region this block's split covers: [first, last).
+__device__ inline void split_tiles(const AttendParams& p, int split, int& first, int& last) {
+  first = split * p.tiles_per_split;
+  last = min(first + p.tiles_per_split, p.main_tiles);
+}
+
+}  // namespace veloxquant::cuda

@@ -1,0 +1,296 @@
+// DeviceCache: configuration checks, device memory, the per-call plans (which tokens the codes
+// hold, how the sequence is split) and the launches. The kernels live in the family folders.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "cuda/attention/launchers.h"
+#include "cuda/attention/split_decode.cuh"
+#include "cuda/common/check.cuh"
+#include "cuda/kivi/kivi_layout.cuh"
+#include "veloxquant/cuda.h"
+#include "veloxquant/error.h"
+
+namespace veloxquant::cuda {
+namespace {
+
+size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+template <class T>
+T* device_copy(const std::vector<T>& host) {
+  T* p = nullptr;
+  VQ_CUDA_CHECK(cudaMalloc(&p, host.size() * sizeof(T)));
+  VQ_CUDA_CHECK(cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return p;
+}
+
+void require(bool ok, const std::string& what) {
+  if (!ok) throw Error("cuda cache: " + what);
+}
+
+void check_config(const CacheConfig& c) {
+  require(c.head_dim == 64 || c.head_dim == 128,
+          "head_dim " + std::to_string(c.head_dim) + "; expected 64 or 128");
+  require(c.batch >= 1 && c.kv_heads >= 1 && c.batch * c.kv_heads <= 65535,
+          "batch " + std::to_string(c.batch) + " x kv_heads " + std::to_string(c.kv_heads) +
+              "; expected 1..65535 streams");
+  require(c.capacity >= 1, "capacity 0; expected at least 1 token");
+  require(c.rope.dims % 2 == 0 && c.rope.dims <= c.head_dim,
+          "rope dims " + std::to_string(c.rope.dims) + "; expected an even number <= head_dim");
+  require(c.rope.dims == 0 || c.rope.layout == RopeLayout::Interleaved,
+          "rope layout Neox; expected Interleaved (the adjacent-pair llama layout)");
+  if (c.format == CacheFormat::Kivi) {
+    require(c.bits == 2 || c.bits == 4, "kivi bits " + std::to_string(c.bits) + "; expected 2 or 4");
+    require(c.group >= 32 && c.group % 32 == 0 && c.group <= 128,
+            "kivi group " + std::to_string(c.group) + "; expected 32, 64, 96 or 128 (whole 32-token tiles)");
+    require(c.head_dim % std::min(c.group, c.head_dim) == 0,
+            "kivi group " + std::to_string(c.group) + " does not divide head_dim " +
+                std::to_string(c.head_dim) + " into value groups; expected a divisor or >= head_dim");
+  } else {
+    require(c.residual == 0, "residual " + std::to_string(c.residual) + "; only kivi keeps a residual window");
+  }
+  if (c.format == CacheFormat::TurboQuantMse) {
+    require(c.bits >= 2 && c.bits <= 4, "turboquant bits " + std::to_string(c.bits) + "; expected 2, 3 or 4");
+    const TurboQuantTables& t = c.turboquant;
+    const size_t levels = size_t{1} << c.bits;
+    require(t.key_signs.size() == c.head_dim && t.value_signs.size() == c.head_dim,
+            "turboquant signs: " + std::to_string(t.key_signs.size()) + " and " +
+                std::to_string(t.value_signs.size()) + "; expected head_dim each");
+    require(t.key_centroids.size() == levels && t.value_centroids.size() == levels &&
+                t.key_boundaries.size() == levels - 1 && t.value_boundaries.size() == levels - 1,
+            "turboquant codebooks do not have 2^bits levels and 2^bits - 1 boundaries");
+  }
+}
+
+}  // namespace
+
+struct DeviceCache::Impl {
+  CacheConfig config;
+  size_t tokens = 0;
+  int sms = 0;
+  StreamView keys, values;
+  std::vector<double> inv_freq_host;
+  double* inv_freq = nullptr;
+  float *key_signs = nullptr, *value_signs = nullptr, *key_bounds = nullptr, *value_bounds = nullptr;
+  float *key_levels = nullptr, *value_levels = nullptr;
+  float* part = nullptr;  // split partials: outputs, then (max, sum) pairs
+  size_t part_floats = 0;
+
+  bool kivi() const { return config.format == CacheFormat::Kivi; }
+  int key_block() const { return kivi() ? static_cast<int>(config.group) : 1; }
+  int value_block() const { return kivi() ? 4 : 1; }
+  int residual() const { return static_cast<int>(config.residual); }
+  size_t streams() const { return config.batch * config.kv_heads; }
+  float hadamard_scale() const { return 1.0f / std::sqrt(static_cast<float>(config.head_dim)); }
+
+  // Code bytes of n tokens of one stream (n a multiple of the stream's block).
+  size_t key_code_bytes(size_t n) const {
+    const size_t d = config.head_dim;
+    switch (config.format) {
+      case CacheFormat::Fp16: return n * d * 2;
+      case CacheFormat::Kivi: return n / config.group * kivi::KeyLayout{int(d), int(config.bits), int(config.group)}.block_bytes();
+      default: return n * (4 + d * config.bits / 8);
+    }
+  }
+  size_t value_code_bytes(size_t n) const {
+    const size_t d = config.head_dim;
+    if (!kivi()) return key_code_bytes(n);
+    return n / 4 * kivi::ValueLayout{int(d), int(config.bits), int(std::min(config.group, d))}.block_bytes();
+  }
+
+  void allocate(StreamView& s, size_t bytes_per_stream, int ring_tokens, int block) {
+    s.stream_bytes = round_up(bytes_per_stream, 256);
+    VQ_CUDA_CHECK(cudaMalloc(&s.codes, s.stream_bytes * streams()));
+    VQ_CUDA_CHECK(cudaMemset(s.codes, 0, s.stream_bytes * streams()));
+    s.block_tokens = block;
+    s.ring_tokens = ring_tokens;
+    if (ring_tokens > 0) {
+      const size_t n = streams() * ring_tokens * config.head_dim;
+      VQ_CUDA_CHECK(cudaMalloc(&s.ring, n * 2));
+      VQ_CUDA_CHECK(cudaMemset(s.ring, 0, n * 2));
+    }
+  }
+
+  // Tokens of one stream held as codes now.
+  int encoded(int block) const { return encoded_tokens(static_cast<int>(tokens), residual(), block); }
+
+  HostStream download(const StreamView& s, int block, size_t b, size_t h, bool key) const {
+    require(b < config.batch && h < config.kv_heads,
+            "stream (" + std::to_string(b) + ", " + std::to_string(h) + ") is outside batch " +
+                std::to_string(config.batch) + " x kv_heads " + std::to_string(config.kv_heads));
+    HostStream out;
+    const size_t seq = b * config.kv_heads + h, d = config.head_dim;
+    out.encoded = config.format == CacheFormat::Fp16 ? tokens : static_cast<size_t>(encoded(block));
+    out.codes.resize(key ? key_code_bytes(out.encoded) : value_code_bytes(out.encoded));
+    VQ_CUDA_CHECK(cudaMemcpy(out.codes.data(), s.codes + seq * s.stream_bytes, out.codes.size(), cudaMemcpyDeviceToHost));
+    out.tail_tokens = tokens - out.encoded;
+    out.tail.resize(out.tail_tokens * d * 2);
+    for (size_t t = out.encoded; t < tokens; ++t) {
+      const uint16_t* row = s.ring + (seq * s.ring_tokens + t % s.ring_tokens) * d;
+      VQ_CUDA_CHECK(cudaMemcpy(out.tail.data() + (t - out.encoded) * d * 2, row, d * 2, cudaMemcpyDeviceToHost));
+    }
+    return out;
+  }
+};
+
+DeviceCache::DeviceCache(const CacheConfig& config) : impl_(std::make_unique<Impl>()) {
+  check_config(config);
+  Impl& m = *impl_;
+  m.config = config;
+  int device = 0;
+  VQ_CUDA_CHECK(cudaGetDevice(&device));
+  VQ_CUDA_CHECK(cudaDeviceGetAttribute(&m.sms, cudaDevAttrMultiProcessorCount, device));
+  // Whole 32-token tiles (and whole key groups) exist for every token the kernels may fetch.
+  const size_t cap = round_up(config.capacity, std::max<size_t>(32, config.group));
+  const int ring_k = m.kivi() ? m.residual() + m.key_block() : 0;
+  const int ring_v = m.kivi() ? m.residual() + m.value_block() : 0;
+  m.allocate(m.keys, m.key_code_bytes(cap), ring_k, m.key_block());
+  m.allocate(m.values, m.value_code_bytes(cap), ring_v, m.value_block());
+  // The CPU's apply_rope frequencies, computed with the same double expression.
+  const size_t half = config.rope.dims / 2;
+  m.inv_freq_host.resize(std::max<size_t>(half, 1));
+  for (size_t i = 0; i < half; ++i) {
+    m.inv_freq_host[i] = config.rope.freq_scale * std::pow(static_cast<double>(config.rope.freq_base),
+                                                            -2.0 * static_cast<double>(i) / config.rope.dims);
+  }
+  m.inv_freq = device_copy(m.inv_freq_host);
+  if (config.format == CacheFormat::TurboQuantMse) {
+    const TurboQuantTables& t = config.turboquant;
+    m.key_signs = device_copy(t.key_signs);
+    m.value_signs = device_copy(t.value_signs);
+    m.key_bounds = device_copy(t.key_boundaries);
+    m.value_bounds = device_copy(t.value_boundaries);
+    m.key_levels = device_copy(t.key_centroids);
+    m.value_levels = device_copy(t.value_centroids);
+  }
+}
+
+DeviceCache::~DeviceCache() {
+  Impl& m = *impl_;
+  // Destructors do not throw: a failing cudaFree here has nothing left to report to.
+  for (void* p : {static_cast<void*>(m.keys.codes), static_cast<void*>(m.values.codes),
+                  static_cast<void*>(m.keys.ring), static_cast<void*>(m.values.ring),
+                  static_cast<void*>(m.inv_freq), static_cast<void*>(m.key_signs),
+                  static_cast<void*>(m.value_signs), static_cast<void*>(m.key_bounds),
+                  static_cast<void*>(m.value_bounds), static_cast<void*>(m.key_levels),
+                  static_cast<void*>(m.value_levels), static_cast<void*>(m.part)}) {
+    if (p != nullptr) cudaFree(p);
+  }
+}
+
+void DeviceCache::append(const uint16_t* k, const uint16_t* v, const int64_t* positions, size_t n,
+                         void* stream) {
+  Impl& m = *impl_;
+  const CacheConfig& c = m.config;
+  if (n == 0) throw Error("cuda cache append: 0 tokens; expected at least 1");
+  if (m.tokens + n > c.capacity) {
+    throw Error("cuda cache append: " + std::to_string(m.tokens) + " + " + std::to_string(n) +
+                " tokens exceed capacity " + std::to_string(c.capacity));
+  }
+  if (k == nullptr || v == nullptr || (c.rope.dims > 0 && positions == nullptr)) {
+    throw Error("cuda cache append: null keys, values or positions; expected device pointers");
+  }
+  AppendParams p;
+  p.k = k, p.v = v, p.positions = positions;
+  p.n = static_cast<int>(n), p.old_tokens = static_cast<int>(m.tokens);
+  p.kv_heads = static_cast<int>(c.kv_heads), p.head_dim = static_cast<int>(c.head_dim);
+  p.residual = m.residual();
+  p.rope_half = static_cast<int>(c.rope.dims / 2);
+  p.inv_freq = m.inv_freq;
+  p.keys = m.keys, p.values = m.values;
+  const auto s = static_cast<cudaStream_t>(stream);
+  const int batch = static_cast<int>(c.batch);
+  switch (c.format) {
+    case CacheFormat::Fp16: launch_fp16_append(p, batch, s); break;
+    case CacheFormat::Kivi: launch_kivi_append(p, batch, int(c.bits), int(c.group), s); break;
+    case CacheFormat::TurboQuantMse:
+      launch_turboquant_append(p, batch, int(c.bits),
+                               TurboQuantDevice{m.key_signs, m.value_signs, m.key_bounds, m.value_bounds,
+                                                m.hadamard_scale()}, s);
+      break;
+  }
+  m.tokens += n;
+}
+
+void DeviceCache::attend(const uint16_t* q, size_t q_heads, float* out, void* stream) {
+  Impl& m = *impl_;
+  const CacheConfig& c = m.config;
+  if (m.tokens == 0) throw Error("cuda cache attend: the cache is empty; expected at least 1 token");
+  if (q_heads == 0 || q_heads % c.kv_heads != 0 || q_heads / c.kv_heads > size_t(kMaxGroup)) {
+    throw Error("cuda cache attend: q_heads " + std::to_string(q_heads) + "; expected a multiple of kv_heads " +
+                std::to_string(c.kv_heads) + " with at most " + std::to_string(kMaxGroup) + " per KV head");
+  }
+  AttendParams p;
+  p.q = q;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  p.kv_heads = static_cast<int>(c.kv_heads), p.group = static_cast<int>(q_heads / c.kv_heads);
+  p.head_dim = static_cast<int>(c.head_dim);
+  p.tokens = static_cast<int>(m.tokens);
+  p.key_encoded = m.kivi() ? m.encoded(m.key_block()) : p.tokens;
+  p.value_encoded = m.kivi() ? m.encoded(m.value_block()) : p.tokens;
+  p.main_end = p.key_encoded;
+  p.main_tiles = (p.main_end + kTileTokens - 1) / kTileTokens;
+  // About four blocks per multiprocessor, each split a whole number of tiles per warp.
+  const size_t streams = m.streams();
+  const int target = 4 * m.sms;
+  const int per_split = static_cast<int>((p.main_tiles * streams + target - 1) / target);
+  p.tiles_per_split = static_cast<int>(round_up(std::max(per_split, kWarps), kWarps));
+  p.main_splits = (p.main_tiles + p.tiles_per_split - 1) / p.tiles_per_split;
+  p.splits = p.main_splits + (p.tokens > p.key_encoded ? 1 : 0);
+  p.keys = m.keys, p.values = m.values;
+  p.kivi_group = static_cast<int>(c.group);
+  p.key_codebook = m.key_levels, p.value_codebook = m.value_levels, p.key_signs = m.key_signs;
+  const size_t rows = c.batch * q_heads;
+  const size_t need = rows * p.splits * (c.head_dim + 2);
+  if (need > m.part_floats) {
+    if (m.part != nullptr) VQ_CUDA_CHECK(cudaFree(m.part));
+    m.part = nullptr;
+    VQ_CUDA_CHECK(cudaMalloc(&m.part, need * sizeof(float)));
+    m.part_floats = need;
+  }
+  p.part_o = m.part;
+  p.part_ml = m.part + rows * p.splits * c.head_dim;
+  const auto s = static_cast<cudaStream_t>(stream);
+  const int batch = static_cast<int>(c.batch);
+  switch (c.format) {
+    case CacheFormat::Fp16: launch_fp16_attend(p, batch, s); break;
+    case CacheFormat::Kivi: launch_kivi_attend(p, batch, int(c.bits), s); break;
+    case CacheFormat::TurboQuantMse: launch_turboquant_attend(p, batch, int(c.bits), s); break;
+  }
+  CombineParams cp;
+  cp.part_o = p.part_o, cp.part_ml = p.part_ml, cp.splits = p.splits;
+  cp.head_dim = p.head_dim, cp.q_heads = static_cast<int>(q_heads), cp.kv_heads = p.kv_heads;
+  cp.value_signs = c.format == CacheFormat::TurboQuantMse ? m.value_signs : nullptr;
+  cp.out = out;
+  launch_combine(cp, batch, m.hadamard_scale(), s);
+}
+
+size_t DeviceCache::tokens() const { return impl_->tokens; }
+const CacheConfig& DeviceCache::config() const { return impl_->config; }
+
+size_t DeviceCache::attend_read_bytes() const {
+  const Impl& m = *impl_;
+  const size_t d = m.config.head_dim, t = m.tokens;
+  const size_t ek = m.config.format == CacheFormat::Fp16 ? t : size_t(m.encoded(m.key_block()));
+  const size_t ev = m.config.format == CacheFormat::Fp16 ? t : size_t(m.encoded(m.value_block()));
+  const size_t per_stream = m.key_code_bytes(ek) + m.value_code_bytes(ev) + (2 * t - ek - ev) * d * 2;
+  return per_stream * m.streams();
+}
+
+size_t DeviceCache::stored_bytes() const {
+  const Impl& m = *impl_;
+  size_t state = 0;  // per sequence, as KVCache counts a layer: signs bits plus f32 codebooks
+  if (m.config.format == CacheFormat::TurboQuantMse) {
+    state = 2 * ((m.config.head_dim + 7) / 8 + (size_t{1} << m.config.bits) * sizeof(float));
+  }
+  return attend_read_bytes() + state * m.config.batch;
+}
+
+HostStream DeviceCache::download_keys(size_t batch, size_t kv_head) const {
+  return impl_->download(impl_->keys, impl_->key_block(), batch, kv_head, true);
+}
+HostStream DeviceCache::download_values(size_t batch, size_t kv_head) const {
+  return impl_->download(impl_->values, impl_->value_block(), batch, kv_head, false);
+}
+
+}  // namespace veloxquant::cuda

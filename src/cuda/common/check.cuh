@@ -1,0 +1,25 @@
+// Every CUDA runtime call and every launch is checked; a failure becomes veloxquant::Error naming
+// the call, where it was made and CUDA's own message.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "veloxquant/error.h"
+
+namespace veloxquant::cuda {
+
+inline void check_cuda(cudaError_t status, const char* call, const char* file, int line) {
+  if (status != cudaSuccess) {
+    throw Error(std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " +
+                cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + "); expected cudaSuccess");
+  }
+}
+
+}  // namespace veloxquant::cuda
+
+#define VQ_CUDA_CHECK(call) ::veloxquant::cuda::check_cuda((call), #call, __FILE__, __LINE__)
+// After a <<<...>>> launch: configuration errors surface here, faults at the next synchronizing call.
+#define VQ_CUDA_CHECK_LAUNCH(name) \
+  ::veloxquant::cuda::check_cuda(cudaGetLastError(), "launch of " name, __FILE__, __LINE__)

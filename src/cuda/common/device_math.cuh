@@ -1,0 +1,59 @@
+// Device helpers the kernels share: asynchronous 16-byte copies into shared memory, warp
+// reductions, and RoPE computed exactly as the CPU's apply_rope (core/rope.cpp).
+#pragma once
+
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace veloxquant::cuda {
+
+inline constexpr int kWarp = 32;
+
+// 16 bytes global -> shared without a register round trip (sm_80+). Both addresses 16-aligned.
+__device__ inline void copy16_async(void* smem, const void* gmem) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem));
+}
+__device__ inline void async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int Pending>
+__device__ inline void async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
+}
+
+// A warp copies `bytes` (a multiple of 16) from global to shared memory, 16 bytes per lane.
+__device__ inline void warp_copy_async(void* smem, const void* gmem, int bytes, int lane) {
+  auto* d = static_cast<uint8_t*>(smem);
+  const auto* s = static_cast<const uint8_t*>(gmem);
+  for (int o = lane * 16; o < bytes; o += kWarp * 16) copy16_async(d + o, s + o);
+}
+
+__device__ inline float warp_max(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+__device__ inline float warp_sum(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+// 0..255 as a float without the quarter-rate integer conversion: 2^23 + c has c in its mantissa.
+__device__ inline float small_code_to_float(unsigned c) {
+  return __uint_as_float(0x4B000000u | c) - 8388608.0f;
+}
+
+// One rotated pair (x0, x1) of the CPU's apply_rope: angles and products in double, rounded
+// once to float. The operations are spelled out (_rn intrinsics) so nvcc cannot contract them
+// into fused multiply-adds, which the CPU build without FMA does not do either.
+__device__ inline void rope_pair(float& x0, float& x1, double inv_freq, int64_t pos) {
+  const double angle = __dmul_rn(static_cast<double>(pos), inv_freq);
+  double s, c;
+  sincos(angle, &s, &c);
+  const double a = x0, b = x1;
+  x0 = static_cast<float>(__dsub_rn(__dmul_rn(a, c), __dmul_rn(b, s)));
+  x1 = static_cast<float>(__dadd_rn(__dmul_rn(a, s), __dmul_rn(b, c)));
+}
+
+}  // namespace veloxquant::cuda

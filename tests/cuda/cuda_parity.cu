@@ -1,0 +1,240 @@
+// Parity of every CUDA kernel with the CPU reference, on fresh random inputs:
+//  - quantize-on-append: the GPU's streams against KVCache::key_streams()/value_streams() of CPU
+//    caches fed the same rows, positions and RoPE (a prefill append, then single-token steps):
+//    bytes that differ are counted (expected 0; the arithmetic is the CPU codecs', see docs/cuda.md);
+//  - decode attention: the GPU output against KVCache::attend(AttendPath::Reference) of the CPU
+//    cache, and of a CPU cache restored from the GPU's own streams (GPU codes decoded by the CPU
+//    codecs), as ||out - ref|| / ||ref||, under a bound per method.
+// Outputs are poisoned (NaN) before each run and every element must be written. Exits 1 on any
+// failure, after printing the table.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/lloyd_max.h"
+#include "core/rng.h"
+#include "cuda/common/check.cuh"
+#include "veloxquant/cache.h"
+#include "veloxquant/cuda.h"
+#include "veloxquant/tensor.h"
+
+namespace vq = veloxquant;
+namespace vc = veloxquant::cuda;
+
+namespace {
+
+struct Case {
+  std::string name, spec;
+  vc::CacheFormat format;
+  unsigned bits;
+  size_t dim, group_heads;  // head_dim, query heads per KV head
+  double bound;             // on the normalized attention error against the CPU reference
+};
+
+constexpr size_t kBatch = 2, kKvHeads = 2, kPrefill = 300, kSteps = 41, kGroup = 32, kResidual = 64;
+constexpr int kLayer = 3;
+constexpr uint64_t kSeed = 42;
+
+template <class T>
+struct DeviceBuffer {
+  T* ptr = nullptr;
+  explicit DeviceBuffer(size_t n) { VQ_CUDA_CHECK(cudaMalloc(&ptr, n * sizeof(T))); }
+  ~DeviceBuffer() { cudaFree(ptr); }
+  void upload(const std::vector<T>& h) { VQ_CUDA_CHECK(cudaMemcpy(ptr, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice)); }
+};
+
+vq::RopeParams llama_rope(size_t dim) {
+  vq::RopeParams r;
+  r.dims = static_cast<uint32_t>(dim);
+  r.freq_base = 10000.0f;
+  return r;
+}
+
+vc::TurboQuantTables turboquant_tables(size_t dim, unsigned bits) {
+  // What turboquant_methods.cpp derives for the layer: seeds (layer, 1) keys and (layer, 2) values.
+  vc::TurboQuantTables t;
+  for (uint64_t tag : {1, 2}) {
+    vq::Rng rng(vq::derive_seed(kSeed, {static_cast<uint64_t>(kLayer), tag}));
+    auto& signs = tag == 1 ? t.key_signs : t.value_signs;
+    for (size_t i = 0; i < dim; ++i) signs.push_back(rng.sign());
+  }
+  const vq::ScalarCodebook cb = vq::lloyd_max_sphere_coordinate(bits, dim);
+  t.key_centroids = t.value_centroids = cb.centroids;
+  t.key_boundaries = t.value_boundaries = cb.boundaries;
+  return t;
+}
+
+size_t differing(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  if (a.size() != b.size()) return std::max(a.size(), b.size());
+  size_t n = 0;
+  for (size_t i = 0; i < a.size(); ++i) n += a[i] != b[i];
+  return n;
+}
+
+struct Result {
+  size_t code_bytes = 0, code_diff = 0, tail_diff = 0;
+  double err_cpu = 0, err_restored = 0;
+  bool all_written = true;
+};
+
+// Random rows in the GPU layout [batch, kv_heads, n, dim]; keys get a few outlier channels
+// (the structure KIVI's per-channel keys are for).
+std::vector<uint16_t> random_rows(std::mt19937& gen, size_t n, size_t dim, bool keys) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<uint16_t> x(kBatch * kKvHeads * n * dim);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const size_t c = i % dim;
+    const float scale = keys && c % 16 == 3 ? 6.0f : 1.0f;
+    x[i] = vq::f32_to_f16(normal(gen) * scale);
+  }
+  return x;
+}
+
+// Sequence b of [batch, kv_heads, n, dim] as the CPU's [n, kv_heads, dim].
+std::vector<uint16_t> cpu_rows(const std::vector<uint16_t>& x, size_t b, size_t n, size_t dim) {
+  std::vector<uint16_t> out(n * kKvHeads * dim);
+  for (size_t h = 0; h < kKvHeads; ++h)
+    for (size_t t = 0; t < n; ++t)
+      for (size_t c = 0; c < dim; ++c) out[(t * kKvHeads + h) * dim + c] = x[((b * kKvHeads + h) * n + t) * dim + c];
+  return out;
+}
+
+double normalized_error(const std::vector<float>& out, const std::vector<float>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < out.size(); ++i) num += std::pow(double(out[i]) - ref[i], 2), den += double(ref[i]) * ref[i];
+  return std::sqrt(num / den);
+}
+
+// Attends on the GPU (poisoned output) and on the CPU caches; accumulates the errors into r.
+void compare_attention(const Case& k, vc::DeviceCache& gpu, std::vector<vq::KVCache>& cpu,
+                       std::mt19937& gen, Result& r) {
+  const size_t d = k.dim, qh = kKvHeads * k.group_heads, n = kBatch * qh * d;
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<uint16_t> q(n);
+  for (auto& x : q) x = vq::f32_to_f16(normal(gen));
+  DeviceBuffer<uint16_t> dq(n);
+  DeviceBuffer<float> dout(n);
+  dq.upload(q);
+  VQ_CUDA_CHECK(cudaMemset(dout.ptr, 0xFF, n * sizeof(float)));  // NaN everywhere
+  gpu.attend(dq.ptr, qh, dout.ptr);
+  VQ_CUDA_CHECK(cudaGetLastError());
+  VQ_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> out(n), ref(n), restored(n);
+  VQ_CUDA_CHECK(cudaMemcpy(out.data(), dout.ptr, n * sizeof(float), cudaMemcpyDeviceToHost));
+  for (float x : out) r.all_written = r.all_written && std::isfinite(x);
+  for (size_t b = 0; b < kBatch; ++b) {
+    const auto view = vq::TensorView::f16(q.data() + b * qh * d, {1, qh, d});
+    cpu[b].attend(view, ref.data() + b * qh * d, vq::AttendPath::Reference);
+    // The GPU's own streams, decoded by the CPU codecs.
+    vq::KVCache from_gpu(cpu[b].spec(), cpu[b].shape());
+    std::vector<vq::CacheStream> keys(kKvHeads), values(kKvHeads);
+    for (size_t h = 0; h < kKvHeads; ++h) {
+      const vc::HostStream ks = gpu.download_keys(b, h), vs = gpu.download_values(b, h);
+      keys[h] = vq::CacheStream{ks.codes, ks.encoded, ks.tail, ks.tail_tokens};
+      values[h] = vq::CacheStream{vs.codes, vs.encoded, vs.tail, vs.tail_tokens};
+    }
+    from_gpu.restore(std::move(keys), std::move(values));
+    from_gpu.attend(view, restored.data() + b * qh * d, vq::AttendPath::Reference);
+  }
+  r.err_cpu = std::max(r.err_cpu, normalized_error(out, ref));
+  r.err_restored = std::max(r.err_restored, normalized_error(out, restored));
+}
+
+Result run_case(const Case& k, std::mt19937& gen) {
+  const size_t d = k.dim, total = kPrefill + kSteps;
+  vc::CacheConfig config;
+  config.format = k.format;
+  config.batch = kBatch, config.kv_heads = kKvHeads, config.head_dim = d, config.capacity = total;
+  config.bits = k.bits, config.group = kGroup;
+  config.residual = k.format == vc::CacheFormat::Kivi ? kResidual : 0;
+  config.rope = llama_rope(d);
+  if (k.format == vc::CacheFormat::TurboQuantMse) config.turboquant = turboquant_tables(d, k.bits);
+  vc::DeviceCache gpu(config);
+  std::vector<vq::KVCache> cpu;
+  for (size_t b = 0; b < kBatch; ++b) cpu.emplace_back(k.spec, vq::LayerShape{kKvHeads, d, kLayer, kSeed});
+
+  Result r;
+  size_t at = 0;
+  const auto append = [&](size_t n) {
+    const std::vector<uint16_t> keys = random_rows(gen, n, d, true), values = random_rows(gen, n, d, false);
+    std::vector<int64_t> pos(kBatch * n);
+    for (size_t b = 0; b < kBatch; ++b)
+      for (size_t t = 0; t < n; ++t) pos[b * n + t] = static_cast<int64_t>(at + t + 1000 * b);
+    DeviceBuffer<uint16_t> dk(keys.size()), dv(values.size());
+    DeviceBuffer<int64_t> dp(pos.size());
+    dk.upload(keys), dv.upload(values), dp.upload(pos);
+    gpu.append(dk.ptr, dv.ptr, dp.ptr, n);
+    VQ_CUDA_CHECK(cudaGetLastError());
+    VQ_CUDA_CHECK(cudaDeviceSynchronize());
+    for (size_t b = 0; b < kBatch; ++b) {
+      const std::vector<uint16_t> kb = cpu_rows(keys, b, n, d), vb = cpu_rows(values, b, n, d);
+      cpu[b].append(vq::TensorView::f16(kb.data(), {n, kKvHeads, d}), vq::TensorView::f16(vb.data(), {n, kKvHeads, d}),
+                    std::span<const int64_t>(pos.data() + b * n, n), config.rope);
+    }
+    at += n;
+  };
+  append(kPrefill);
+  compare_attention(k, gpu, cpu, gen, r);
+  for (size_t s = 0; s < kSteps; ++s) append(1);
+  compare_attention(k, gpu, cpu, gen, r);
+  for (size_t b = 0; b < kBatch; ++b)
+    for (size_t h = 0; h < kKvHeads; ++h) {
+      const vc::HostStream gk = gpu.download_keys(b, h), gv = gpu.download_values(b, h);
+      const vq::CacheStream& ck = cpu[b].key_streams()[h];
+      const vq::CacheStream& cv = cpu[b].value_streams()[h];
+      r.code_bytes += ck.codes.size() + cv.codes.size();
+      r.code_diff += differing(gk.codes, ck.codes) + differing(gv.codes, cv.codes);
+      r.code_diff += (gk.encoded != ck.encoded) + (gv.encoded != cv.encoded);
+      r.tail_diff += differing(gk.tail, ck.tail) + differing(gv.tail, cv.tail);
+    }
+  return r;
+}
+
+}  // namespace
+
+int main() {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::fprintf(stderr, "cuda_parity: no CUDA device; expected one (this test runs on the GPU machine)\n");
+    return 1;
+  }
+  // Bounds: the codes are identical, so only float summation order, fast exponentials and the
+  // query rotation (TurboQuant, f32 on both sides) separate the GPU from the CPU reference.
+  const std::vector<Case> cases = {
+      {"fp16 d128", "fp16", vc::CacheFormat::Fp16, 16, 128, 4, 1e-4},
+      {"fp16 d64 g8", "fp16", vc::CacheFormat::Fp16, 16, 64, 8, 1e-4},
+      {"kivi2 d128", "kivi:kbits=2,vbits=2,group=32,residual=64", vc::CacheFormat::Kivi, 2, 128, 4, 1e-4},
+      {"kivi4 d128", "kivi:kbits=4,vbits=4,group=32,residual=64", vc::CacheFormat::Kivi, 4, 128, 4, 1e-4},
+      {"kivi2 d64 g8", "kivi:kbits=2,vbits=2,group=32,residual=64", vc::CacheFormat::Kivi, 2, 64, 8, 1e-4},
+      {"kivi4 d64 g1", "kivi:kbits=4,vbits=4,group=32,residual=64", vc::CacheFormat::Kivi, 4, 64, 1, 1e-4},
+      {"tq_mse2 d128", "turboquant_mse:bits=2,vbits=2", vc::CacheFormat::TurboQuantMse, 2, 128, 4, 1e-4},
+      {"tq_mse3 d128", "turboquant_mse:bits=3,vbits=3", vc::CacheFormat::TurboQuantMse, 3, 128, 4, 1e-4},
+      {"tq_mse4 d128", "turboquant_mse:bits=4,vbits=4", vc::CacheFormat::TurboQuantMse, 4, 128, 4, 1e-4},
+      {"tq_mse3 d64 g8", "turboquant_mse:bits=3,vbits=3", vc::CacheFormat::TurboQuantMse, 3, 64, 8, 1e-4},
+      {"tq_mse2 d64 g2", "turboquant_mse:bits=2,vbits=2", vc::CacheFormat::TurboQuantMse, 2, 64, 2, 1e-4},
+  };
+  std::mt19937 gen(20261130);
+  bool ok = true;
+  std::printf("| case | code bytes | differing | tail differing | err vs CPU | err vs CPU-decoded GPU codes | bound | all written | result |\n");
+  std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |\n");
+  for (const Case& k : cases) {
+    try {
+      const Result r = run_case(k, gen);
+      const bool pass = r.code_diff == 0 && r.tail_diff == 0 && r.err_cpu <= k.bound &&
+                        r.err_restored <= k.bound && r.all_written;
+      ok = ok && pass;
+      std::printf("| %s | %zu | %zu | %zu | %.2e | %.2e | %.0e | %s | %s |\n", k.name.c_str(), r.code_bytes,
+                  r.code_diff, r.tail_diff, r.err_cpu, r.err_restored, k.bound, r.all_written ? "yes" : "NO",
+                  pass ? "pass" : "FAIL");
+    } catch (const std::exception& e) {
+      ok = false;
+      std::printf("| %s | error: %s | | | | | | | FAIL |\n", k.name.c_str(), e.what());
+    }
+    std::fflush(stdout);
+  }
+  return ok ? 0 : 1;
+}
