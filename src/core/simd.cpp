@@ -207,6 +207,12 @@ void f16_to_f32(const uint16_t* in, float* out, size_t n) {
 }
 
 void f32_to_f16(const float* in, uint16_t* out, size_t n) {
+#if HWY_ARCH_X86 && HWY_TARGET > HWY_AVX2
+  // Below AVX2 (no F16C) Highway 1.0 emulates DemoteTo by truncating the mantissa, which changes
+  // half of all values by one unit (seen in a -march=x86-64-v3 build, where Highway's static target
+  // is SSSE3 because AES and PCLMUL are missing). The scalar routine rounds to nearest even.
+  for (size_t i = 0; i < n; ++i) out[i] = veloxquant::f32_to_f16(in[i]);
+#else
   // Hardware conversion rounds to nearest even, like the scalar one (tested to agree bit for bit).
   const DF df;
   const DH dh;
@@ -216,6 +222,7 @@ void f32_to_f16(const float* in, uint16_t* out, size_t n) {
     hn::StoreU(hn::DemoteTo(dh, hn::LoadU(df, in + i)), dh, reinterpret_cast<hwy::float16_t*>(out + i));
   }
   for (; i < n; ++i) out[i] = veloxquant::f32_to_f16(in[i]);
+#endif
 }
 
 }  // namespace veloxquant::simd

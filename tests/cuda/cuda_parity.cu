@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -73,6 +74,23 @@ size_t differing(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
   size_t n = 0;
   for (size_t i = 0; i < a.size(); ++i) n += a[i] != b[i];
   return n;
+}
+
+// For the fp16 format, whose codes are the rows themselves: the first differing key element of a
+// stream, with its token and channel, so that a mismatch says where it starts.
+void report_first_difference(const std::vector<uint8_t>& gpu, const std::vector<uint8_t>& cpu,
+                             size_t dim, size_t b, size_t h) {
+  for (size_t i = 0; i + 1 < std::min(gpu.size(), cpu.size()); i += 2) {
+    uint16_t g, c;
+    std::memcpy(&g, gpu.data() + i, 2);
+    std::memcpy(&c, cpu.data() + i, 2);
+    if (g == c) continue;
+    const size_t t = i / 2 / dim, ch = i / 2 % dim;
+    std::fprintf(stderr, "first difference: sequence %zu, KV head %zu, token %zu, channel %zu: "
+                 "gpu %a (0x%04x), cpu %a (0x%04x)\n", b, h, t, ch, vq::f16_to_f32(g), g,
+                 vq::f16_to_f32(c), c);
+    return;
+  }
 }
 
 struct Result {
@@ -188,6 +206,7 @@ Result run_case(const Case& k, std::mt19937& gen) {
       const vq::CacheStream& cv = cpu[b].value_streams()[h];
       r.code_bytes += ck.codes.size() + cv.codes.size();
       r.code_diff += differing(gk.codes, ck.codes) + differing(gv.codes, cv.codes);
+      if (k.format == vc::CacheFormat::Fp16 && b + h == 0) report_first_difference(gk.codes, ck.codes, d, b, h);
       r.code_diff += (gk.encoded != ck.encoded) + (gv.encoded != cv.encoded);
       r.tail_diff += differing(gk.tail, ck.tail) + differing(gv.tail, cv.tail);
     }

@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "cuda/cache/layout.cuh"
+#include "cuda/common/check.cuh"
 #include "cuda/common/device_math.cuh"
 
 namespace veloxquant::cuda {
@@ -38,6 +39,22 @@ struct SoftmaxState {
       s[h] = __expf(s[h] - mx);
       l[h] = l[h] * alpha[h] + warp_sum(s[h]);
       m[h] = mx;
+    }
+  }
+  // update() for a tile, then what follows it in every kernel: the warp's accumulators of the
+  // group's heads are rescaled, and the lane's probabilities go to p_s[lane][MAXG] for the value
+  // pass, times `value_scale` (a factor the lane's value carries, e.g. its norm). acc holds NC
+  // accumulators per head for this lane.
+  template <int NC>
+  __device__ void fold(float (&s)[MAXG], float (&acc)[MAXG][NC], float* p_s, int lane, int group,
+                       float value_scale = 1.0f) {
+    float alpha[MAXG];
+    update(s, alpha, group);
+#pragma unroll
+    for (int h = 0; h < MAXG; ++h) {
+      p_s[lane * MAXG + h] = h < group ? s[h] * value_scale : 0.0f;
+#pragma unroll
+      for (int j = 0; j < NC; ++j) acc[h][j] *= h < group ? alpha[h] : 1.0f;
     }
   }
 };
@@ -77,6 +94,35 @@ __device__ void write_partial(const AttendParams& p, const SoftmaxState<MAXG>& s
     p.part_o[(row * p.splits + split) * d + c] = out;
     if (c == 0) p.part_ml[(row * p.splits + split) * 2] = mx, p.part_ml[(row * p.splits + split) * 2 + 1] = sum;
   }
+}
+
+// The epilogue of kernels whose lane owns channels lane * NC .. + NC of every head: each warp's
+// accumulators go to shared memory at `smem` (the copy stages, free once the last copies have
+// landed and the block has synchronized), then write_partial.
+template <int D, int MAXG, int NC>
+__device__ void store_and_write_partial(const AttendParams& p, const SoftmaxState<MAXG>& st,
+                                        const float (&acc)[MAXG][NC], void* smem, int seq,
+                                        int split) {
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  float* o = reinterpret_cast<float*>(smem);
+  float* ml = o + kWarps * MAXG * D;
+#pragma unroll
+  for (int h = 0; h < MAXG; ++h)
+#pragma unroll
+    for (int j = 0; j < NC; ++j) o[(warp * MAXG + h) * D + lane * NC + j] = acc[h][j];
+  write_partial<MAXG>(p, st, o, ml, seq, split);
+}
+
+// Launches a split-decode kernel: one block per (split, sequence x KV head) with `bytes` of
+// dynamic shared memory, raising the kernel's limit past the default 48 KB first. `what` names
+// the launch in errors.
+template <class Kernel>
+void launch_split_kernel(Kernel kernel, const char* what, size_t bytes, const AttendParams& p,
+                         int batch, cudaStream_t stream) {
+  VQ_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(bytes)));
+  kernel<<<dim3(p.splits, batch * p.kv_heads), kThreads, bytes, stream>>>(p);
+  check_cuda(cudaGetLastError(), what, __FILE__, __LINE__);
 }
 
 // The group's queries as f32, times the softmax scale, into q_s [MAXG][dim] (block-wide).

@@ -90,14 +90,7 @@ __global__ void __launch_bounds__(kThreads) fp16_attend_kernel(AttendParams p) {
     const bool valid = tile * kTileTokens + lane < p.main_end;
 #pragma unroll
     for (int h = 0; h < MAXG; ++h) s[h] = valid ? s[h] : -INFINITY;
-    float alpha[MAXG];
-    st.update(s, alpha, p.group);
-#pragma unroll
-    for (int h = 0; h < MAXG; ++h) {
-      p_s[lane * MAXG + h] = h < p.group ? s[h] : 0.0f;
-#pragma unroll
-      for (int j = 0; j < NC; ++j) acc[h][j] *= h < p.group ? alpha[h] : 1.0f;
-    }
+    st.fold(s, acc, p_s, lane, p.group);
     __syncwarp();
     // Lane owns channels lane * NC .. + NC: a half (D = 128) or quarter (D = 64) chunk.
     const int chunk = lane * NC / 8, part = lane * NC % 8;
@@ -120,13 +113,7 @@ __global__ void __launch_bounds__(kThreads) fp16_attend_kernel(AttendParams p) {
   }
   async_wait<0>();
   __syncthreads();
-  float* o = reinterpret_cast<float*>(stages);
-  float* ml = o + kWarps * MAXG * D;
-#pragma unroll
-  for (int h = 0; h < MAXG; ++h)
-#pragma unroll
-    for (int j = 0; j < NC; ++j) o[(warp * MAXG + h) * D + lane * NC + j] = acc[h][j];
-  write_partial<MAXG>(p, st, o, ml, seq, split);
+  store_and_write_partial<D>(p, st, acc, stages, seq, split);
 }
 
 template <int D, int MAXG>
@@ -134,11 +121,8 @@ void launch(const AttendParams& p, int batch, cudaStream_t stream) {
   const size_t stage_bytes = static_cast<size_t>(kWarps) * 2 * 2 * Fp16Tile<D>::kBytes;
   const size_t bytes = sizeof(float) * (MAXG * D + kWarps * kTileTokens * MAXG) +
                        std::max(stage_bytes, epilogue_bytes<MAXG>(D));
-  auto kernel = fp16_attend_kernel<D, MAXG>;
-  VQ_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     static_cast<int>(bytes)));
-  kernel<<<dim3(p.splits, batch * p.kv_heads), kThreads, bytes, stream>>>(p);
-  VQ_CUDA_CHECK_LAUNCH("fp16_attend_kernel");
+  launch_split_kernel(fp16_attend_kernel<D, MAXG>, "launch of fp16_attend_kernel", bytes, p,
+                      batch, stream);
 }
 
 }  // namespace

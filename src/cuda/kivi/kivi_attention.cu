@@ -107,14 +107,7 @@ __global__ void __launch_bounds__(kThreads) kivi_attend_kernel(AttendParams p) {
           }
         }
       }
-      float alpha[MAXG];
-      st.update(s, alpha, p.group);
-#pragma unroll
-      for (int h = 0; h < MAXG; ++h) {
-        p_s[lane * MAXG + h] = h < p.group ? s[h] : 0.0f;
-#pragma unroll
-        for (int j = 0; j < T::kSlots; ++j) acc[h][j] *= h < p.group ? alpha[h] : 1.0f;
-      }
+      st.fold(s, acc, p_s, lane, p.group);
       __syncwarp();
       const uint8_t* quads = stage + T::kKeyBytes;
 #pragma unroll
@@ -188,14 +181,7 @@ __global__ void __launch_bounds__(kThreads) kivi_attend_kernel(AttendParams p) {
           if (lane == i) s[h] = total;
         }
       }
-      float alpha[MAXG];
-      st.update(s, alpha, p.group);
-#pragma unroll
-      for (int h = 0; h < MAXG; ++h) {
-        p_s[lane * MAXG + h] = h < p.group ? s[h] : 0.0f;
-#pragma unroll
-        for (int j = 0; j < D / kWarp; ++j) tail_acc[h][j] *= h < p.group ? alpha[h] : 1.0f;
-      }
+      st.fold(s, tail_acc, p_s, lane, p.group);
       __syncwarp();
       for (int i = 0; i < kTileTokens && t0 + i < p.tokens; ++i) {
         const int tok = t0 + i;
@@ -226,11 +212,8 @@ void launch(const AttendParams& p, int batch, cudaStream_t stream) {
   const size_t stages = static_cast<size_t>(kWarps) * 2 * T::stage_bytes(vl.block_bytes());
   const size_t bytes = sizeof(float) * ((1 + kWarps) * MAXG * D + kWarps * kTileTokens * MAXG) +
                        std::max(stages, epilogue_bytes<MAXG>(D));
-  auto kernel = kivi_attend_kernel<D, BITS, MAXG>;
-  VQ_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     static_cast<int>(bytes)));
-  kernel<<<dim3(p.splits, batch * p.kv_heads), kThreads, bytes, stream>>>(p);
-  VQ_CUDA_CHECK_LAUNCH("kivi_attend_kernel");
+  launch_split_kernel(kivi_attend_kernel<D, BITS, MAXG>, "launch of kivi_attend_kernel", bytes, p,
+                      batch, stream);
 }
 
 template <int D, int BITS>

@@ -115,15 +115,8 @@ __global__ void __launch_bounds__(kThreads) turboquant_attend_kernel(AttendParam
     const bool valid = tile * kTileTokens + lane < p.main_end;
 #pragma unroll
     for (int h = 0; h < MAXG; ++h) s[h] = valid ? s[h] * knorm : -INFINITY;
-    float alpha[MAXG];
-    st.update(s, alpha, p.group);
     const float vnorm = *reinterpret_cast<const float*>(vrecs + lane * R::kBytes);
-#pragma unroll
-    for (int h = 0; h < MAXG; ++h) {
-      p_s[lane * MAXG + h] = h < p.group ? s[h] * vnorm : 0.0f;
-#pragma unroll
-      for (int j = 0; j < NJ; ++j) acc[h][j] *= h < p.group ? alpha[h] : 1.0f;
-    }
+    st.fold(s, acc, p_s, lane, p.group, vnorm);
     __syncwarp();
     // Lane's rotated channels lane * NJ .. + NJ: NJ * BITS bits from bit lane * NJ * BITS.
     const int bit = lane * NJ * BITS, word = bit / 32, shift = bit % 32;
@@ -146,13 +139,7 @@ __global__ void __launch_bounds__(kThreads) turboquant_attend_kernel(AttendParam
   }
   async_wait<0>();
   __syncthreads();
-  float* o = reinterpret_cast<float*>(stages);
-  float* ml = o + kWarps * MAXG * D;
-#pragma unroll
-  for (int h = 0; h < MAXG; ++h)
-#pragma unroll
-    for (int j = 0; j < NJ; ++j) o[(warp * MAXG + h) * D + lane * NJ + j] = acc[h][j];
-  write_partial<MAXG>(p, st, o, ml, seq, split);
+  store_and_write_partial<D>(p, st, acc, stages, seq, split);
 }
 
 template <int D, int BITS, int MAXG>
@@ -161,11 +148,8 @@ void launch(const AttendParams& p, int batch, cudaStream_t stream) {
   const size_t stages = static_cast<size_t>(kWarps) * 2 * R::kStage;
   const size_t bytes = sizeof(float) * (MAXG * D + 2 * (1 << BITS) + kWarps * kTileTokens * MAXG) +
                        std::max(stages, epilogue_bytes<MAXG>(D));
-  auto kernel = turboquant_attend_kernel<D, BITS, MAXG>;
-  VQ_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     static_cast<int>(bytes)));
-  kernel<<<dim3(p.splits, batch * p.kv_heads), kThreads, bytes, stream>>>(p);
-  VQ_CUDA_CHECK_LAUNCH("turboquant_attend_kernel");
+  launch_split_kernel(turboquant_attend_kernel<D, BITS, MAXG>,
+                      "launch of turboquant_attend_kernel", bytes, p, batch, stream);
 }
 
 template <int D, int BITS>

@@ -15,7 +15,7 @@ namespace {
 // little enough that hashing touches one page per tensor.
 constexpr size_t kTensorSampleBytes = 64;
 
-// A canonical byte encoding of metadata and tensor descriptions, hashed once built.
+// A canonical byte encoding of tensor descriptions, hashed once built.
 class HashInput {
  public:
   template <class T>
@@ -28,31 +28,6 @@ class HashInput {
   void put_string(std::string_view s) {
     put<uint64_t>(s.size());
     put_bytes({reinterpret_cast<const uint8_t*>(s.data()), s.size()});
-  }
-
-  void put_value(const GgufValue& v) {
-    put(static_cast<uint32_t>(v.type()));
-    switch (v.type()) {
-      case GgufValueType::UInt8: return put(v.as<uint8_t>(""));
-      case GgufValueType::Int8: return put(v.as<int8_t>(""));
-      case GgufValueType::UInt16: return put(v.as<uint16_t>(""));
-      case GgufValueType::Int16: return put(v.as<int16_t>(""));
-      case GgufValueType::UInt32: return put(v.as<uint32_t>(""));
-      case GgufValueType::Int32: return put(v.as<int32_t>(""));
-      case GgufValueType::UInt64: return put(v.as<uint64_t>(""));
-      case GgufValueType::Int64: return put(v.as<int64_t>(""));
-      case GgufValueType::Float32: return put(v.as<float>(""));
-      case GgufValueType::Float64: return put(v.as<double>(""));
-      case GgufValueType::Bool: return put<uint8_t>(v.as<bool>("") ? 1 : 0);
-      case GgufValueType::String: return put_string(v.as<std::string>(""));
-      case GgufValueType::Array: {
-        const auto& a = v.as<GgufValue::Array>("");
-        put(static_cast<uint32_t>(a.element_type));
-        put<uint64_t>(a.items.size());
-        for (const GgufValue& item : a.items) put_value(item);
-        return;
-      }
-    }
   }
 
   uint64_t hash() const { return xxhash64(bytes_); }
@@ -79,13 +54,12 @@ ModelIdentity ModelIdentity::of(const Model& model) {
     weights.put_bytes(data.first(std::min(data.size(), kTensorSampleBytes)));
   }
   id.weights_hash = weights.hash();
-  HashInput tokenizer;
+  // The tokenizer entries in GGUF's own encoding (key, type tag, value), as the writer lays them.
+  GgufWriter tokenizer;
   for (const auto& [key, value] : file.metadata()) {
-    if (!key.starts_with("tokenizer.")) continue;
-    tokenizer.put_string(key);
-    tokenizer.put_value(value);
+    if (key.starts_with("tokenizer.")) tokenizer.add_metadata(key, value);
   }
-  id.tokenizer_hash = tokenizer.hash();
+  id.tokenizer_hash = xxhash64(tokenizer.to_bytes());
   return id;
 }
 
