@@ -105,6 +105,32 @@ TEST(CorruptCodes, Fp16InfinitiesAndTurboquantBadNormsAreRefused) {
   }
 }
 
+// turboquant_prod stores two f32 norms per token, polar an fp16 radius per block of coordinates
+// (after its angle codes): the same refusal.
+TEST(CorruptCodes, TurboquantProdNormsAndPolarRadiiAreChecked) {
+  const size_t d = 32;
+  for (const char* name : {"turboquant_prod", "polar"}) {
+    const LayerCodecs codecs = find_method(name).make(parse_spec(name).params, LayerShape{1, d, 0, 0});
+    const Codec& codec = *codecs.key;
+    const std::vector<float> x = test::gaussian(2 * d, 9);
+    std::vector<uint8_t> good(codec.code_bytes(2));
+    codec.encode(x.data(), 2, good.data());
+    EXPECT_NO_THROW(codec.check_codes(good.data(), 2));
+    std::vector<uint8_t> bad = good;
+    const bool prod = name == std::string("turboquant_prod");
+    if (prod) {
+      const float inf = INFINITY;
+      std::memcpy(bad.data() + codec.code_bytes(1) + 4, &inf, 4);  // token 1's residual norm
+    } else {
+      const uint16_t negative = 0xBC00;  // -1: the last two bytes hold the last block's radius
+      std::memcpy(bad.data() + codec.code_bytes(2) - 2, &negative, 2);
+    }
+    EXPECT_CONTAINS(test::error_message<Error>([&] { codec.check_codes(bad.data(), 2); }),
+                    prod ? "turboquant_prod: corrupt codes: token 1 stores norms"
+                         : "polar: corrupt codes: token 1, block");
+  }
+}
+
 // KVCache::restore runs the check, so corrupt codes never reach attention.
 TEST(CorruptCodes, CacheRestoreRefusesCodesTheCodecRefuses) {
   const LayerShape shape{1, 32, 0, 0};

@@ -1,5 +1,7 @@
 #include "codecs/polar/polar_codec.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -138,6 +140,20 @@ void PolarCodec::decode_rotated(const uint8_t* codes, size_t n, float* y) const 
       }
       const uint16_t h = static_cast<uint16_t>(rec[radius_offset_ + 2 * b] | (rec[radius_offset_ + 2 * b + 1] << 8));
       polar::inverse(f16_to_f32(h) * sqrt_dim_, cosines.data(), sines.data(), cfg_.levels, y + t * d + b * block_);
+    }
+  }
+}
+
+void PolarCodec::check_codes(const uint8_t* codes, size_t n) const {
+  for (size_t t = 0; t < n; ++t) {
+    const uint8_t* rec = codes + t * token_bytes_ + radius_offset_;
+    for (size_t b = 0; b < blocks_; ++b) {
+      const uint16_t h = static_cast<uint16_t>(rec[2 * b] | (rec[2 * b + 1] << 8));
+      // Exponent all ones is infinity or NaN; the sign bit is set only on -0 by encode.
+      if ((h & 0x7C00) == 0x7C00 || ((h & 0x8000) != 0 && h != 0x8000)) {
+        throw Error(fmt::format("polar: corrupt codes: token {}, block {} stores radius {}; "
+                                "expected a finite radius >= 0", t, b, f16_to_f32(h)));
+      }
     }
   }
 }

@@ -41,6 +41,8 @@ class PolarCodec final : public Codec {
              float* scores) const override;
   void accumulate(const float* w, size_t nq, const uint8_t* codes, size_t n,
                   float* out) const override;
+  // Refuses a stored radius that is negative, infinite or NaN (encode stores a norm / sqrt(dim)).
+  void check_codes(const uint8_t* codes, size_t n) const override;
   // True where the 16-lane table kernels apply (AVX-512, angle codes of at most 4 bits).
   bool fused_score() const override;
   bool fused_accumulate() const override { return fused_score(); }

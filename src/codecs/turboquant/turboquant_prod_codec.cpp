@@ -1,5 +1,7 @@
 #include "codecs/turboquant/turboquant_prod_codec.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstring>
 #include <numbers>
@@ -9,6 +11,7 @@
 #include "core/bitpack.h"
 #include "core/rng.h"
 #include "core/simd.h"
+#include "veloxquant/error.h"
 
 namespace veloxquant::turboquant {
 namespace {
@@ -83,6 +86,19 @@ void TurboQuantProdCodec::encode(const float* x, size_t n, uint8_t* codes) const
     std::memcpy(rec + sizeof(float), &rho, sizeof rho);
     if (mse_bits_) pack_bits(idx.data(), dim_, mse_bits_, rec + kHeader);
     pack_bits(signs.data(), dim_, 1, rec + kHeader + mse_bytes_);
+  }
+}
+
+void TurboQuantProdCodec::check_codes(const uint8_t* codes, size_t n) const {
+  for (size_t t = 0; t < n; ++t) {
+    const uint8_t* rec = codes + t * stride_;
+    for (const float v : {read_f32(rec), read_f32(rec + sizeof(float))}) {
+      if (!(v >= 0) || !std::isfinite(v)) {
+        throw Error(fmt::format("turboquant_prod: corrupt codes: token {} stores norms {} and {}; "
+                                "expected finite norms >= 0", t, read_f32(rec),
+                                read_f32(rec + sizeof(float))));
+      }
+    }
   }
 }
 

@@ -32,6 +32,8 @@ class TurboQuantProdCodec final : public Codec {
   size_t state_bytes() const override;
   void encode(const float* x, size_t n, uint8_t* codes) const override;
   void decode(const uint8_t* codes, size_t n, float* x) const override;
+  // Refuses a norm or residual norm that is negative, infinite or NaN.
+  void check_codes(const uint8_t* codes, size_t n) const override;
   bool fused_score() const override { return true; }
   bool fused_accumulate() const override { return true; }
   void score(const float* q, size_t nq, const uint8_t* codes, size_t n,
