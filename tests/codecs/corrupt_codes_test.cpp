@@ -5,7 +5,9 @@
 // in the comments.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <tuple>
@@ -78,56 +80,45 @@ TEST(CorruptCodes, KiviNonFiniteOrNegativeStoredGridsAreRefused) {
   }
 }
 
-// fp16 codes never hold infinities or NaNs (the cache refuses them on append), and a TurboQuant
-// record's norm is ||x|| of a finite vector: both are refused when read back.
-TEST(CorruptCodes, Fp16InfinitiesAndTurboquantBadNormsAreRefused) {
-  const size_t d = 16;
-  for (const char* spec : {"fp16", "turboquant_mse:bits=4"}) {
-    const LayerCodecs codecs = find_method(spec == std::string("fp16") ? "fp16" : "turboquant_mse")
-                                   .make(parse_spec(spec).params, LayerShape{1, d, 0, 0});
-    const Codec& codec = *codecs.key;
-    const std::vector<float> x = test::gaussian(2 * d, 7);
-    std::vector<uint8_t> good(codec.code_bytes(2));
-    codec.encode(x.data(), 2, good.data());
-    EXPECT_NO_THROW(codec.check_codes(good.data(), 2));
-    std::vector<uint8_t> bad = good;
-    const bool fp16 = spec == std::string("fp16");
-    if (fp16) {
-      const uint16_t inf = 0x7C00;
-      std::memcpy(bad.data() + 2 * (d + 3), &inf, 2);  // token 1, channel 3
-    } else {
-      const float nan = std::nanf("");
-      std::memcpy(bad.data() + codec.code_bytes(1), &nan, 4);  // token 1's norm opens its record
-    }
-    EXPECT_CONTAINS(test::error_message<Error>([&] { codec.check_codes(bad.data(), 2); }),
-                    fp16 ? "fp16: corrupt codes: token 1, channel 3 holds inf; expected a finite half"
-                         : "turboquant: corrupt codes: token 1 stores norm nan; expected a finite norm >= 0");
-  }
+// Stored magnitudes: fp16 rows never hold infinities or NaNs (the cache refuses them on append);
+// TurboQuant norms (turboquant_prod: two per token) are norms of finite vectors; PolarQuant keeps
+// an fp16 radius per block of coordinates after its angle codes. Each case spoils one field of
+// token 1 of two encoded tokens.
+struct SpoiledField {
+  const char* method;
+  size_t offset_in_token;  // from the start of token 1's record; SIZE_MAX: its last two bytes
+  std::vector<uint8_t> bytes;
+  const char* message;
+};
+
+std::vector<uint8_t> bytes_of(auto v) {
+  std::vector<uint8_t> out(sizeof v);
+  std::memcpy(out.data(), &v, sizeof v);
+  return out;
 }
 
-// turboquant_prod stores two f32 norms per token, polar an fp16 radius per block of coordinates
-// (after its angle codes): the same refusal.
-TEST(CorruptCodes, TurboquantProdNormsAndPolarRadiiAreChecked) {
+TEST(CorruptCodes, StoredMagnitudesMustBeFiniteAndNonNegative) {
   const size_t d = 32;
-  for (const char* name : {"turboquant_prod", "polar"}) {
-    const LayerCodecs codecs = find_method(name).make(parse_spec(name).params, LayerShape{1, d, 0, 0});
+  const std::vector<SpoiledField> cases = {
+      {"fp16", 2 * 3, bytes_of(uint16_t{0x7C00}),
+       "fp16: corrupt codes: token 1, channel 3 holds inf; expected a finite half"},
+      {"turboquant_mse", 0, bytes_of(std::nanf("")),
+       "turboquant: corrupt codes: token 1 stores norm nan; expected a finite norm >= 0"},
+      {"turboquant_prod", 4, bytes_of(INFINITY), "turboquant_prod: corrupt codes: token 1 stores norms"},
+      {"polar", SIZE_MAX, bytes_of(uint16_t{0xBC00}), "polar: corrupt codes: token 1, block"},
+  };
+  for (const SpoiledField& f : cases) {
+    SCOPED_TRACE(f.method);
+    const LayerCodecs codecs = find_method(f.method).make(parse_spec(f.method).params, LayerShape{1, d, 0, 0});
     const Codec& codec = *codecs.key;
-    const std::vector<float> x = test::gaussian(2 * d, 9);
-    std::vector<uint8_t> good(codec.code_bytes(2));
-    codec.encode(x.data(), 2, good.data());
-    EXPECT_NO_THROW(codec.check_codes(good.data(), 2));
-    std::vector<uint8_t> bad = good;
-    const bool prod = name == std::string("turboquant_prod");
-    if (prod) {
-      const float inf = INFINITY;
-      std::memcpy(bad.data() + codec.code_bytes(1) + 4, &inf, 4);  // token 1's residual norm
-    } else {
-      const uint16_t negative = 0xBC00;  // -1: the last two bytes hold the last block's radius
-      std::memcpy(bad.data() + codec.code_bytes(2) - 2, &negative, 2);
-    }
-    EXPECT_CONTAINS(test::error_message<Error>([&] { codec.check_codes(bad.data(), 2); }),
-                    prod ? "turboquant_prod: corrupt codes: token 1 stores norms"
-                         : "polar: corrupt codes: token 1, block");
+    const std::vector<float> x = test::gaussian(2 * d, 7);
+    std::vector<uint8_t> codes(codec.code_bytes(2));
+    codec.encode(x.data(), 2, codes.data());
+    EXPECT_NO_THROW(codec.check_codes(codes.data(), 2));
+    const size_t at = f.offset_in_token == SIZE_MAX ? codec.code_bytes(2) - 2
+                                                    : codec.code_bytes(1) + f.offset_in_token;
+    std::copy(f.bytes.begin(), f.bytes.end(), codes.begin() + static_cast<std::ptrdiff_t>(at));
+    EXPECT_CONTAINS(test::error_message<Error>([&] { codec.check_codes(codes.data(), 2); }), f.message);
   }
 }
 
