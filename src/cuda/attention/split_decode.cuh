@@ -141,4 +141,24 @@ __device__ inline void split_tiles(const AttendParams& p, int split, int& first,
   last = min(first + p.tiles_per_split, p.main_tiles);
 }
 
+// This warp's tiles of the block's split (tile = first + warp, + kWarps, ...), double-buffered:
+// fetch(buffer, tile) starts a tile's cp.async copies, body(buffer, tile) runs once they have
+// landed, while the next tile's copies are in flight.
+template <class Buffer, class Fetch, class Body>
+__device__ void for_each_tile(const AttendParams& p, int split, Buffer (&buf)[2], Fetch&& fetch,
+                              Body&& body) {
+  int first, last;
+  split_tiles(p, split, first, last);
+  int tile = first + static_cast<int>(threadIdx.x) / kWarp;
+  if (tile < last) fetch(buf[0], tile);
+  async_commit();
+  for (int k = 0; tile < last; ++k, tile += kWarps) {
+    if (tile + kWarps < last) fetch(buf[(k + 1) & 1], tile + kWarps);
+    async_commit();
+    async_wait<1>();
+    __syncwarp();
+    body(buf[k & 1], tile);
+  }
+}
+
 }  // namespace veloxquant::cuda

@@ -48,25 +48,12 @@ __global__ void __launch_bounds__(kThreads) fp16_attend_kernel(AttendParams p) {
   const size_t row_bytes = D * 2;
   SoftmaxState<MAXG> st;
   float acc[MAXG][NC] = {};
-  int first, last;
-  split_tiles(p, split, first, last);
-  int tile = first + warp;
-  if (tile < last) {
-    fetch_rows<D>(kbuf[0], kseq + tile * kTileTokens * row_bytes, lane);
-    fetch_rows<D>(kbuf[0] + Tile::kBytes / 16, vseq + tile * kTileTokens * row_bytes, lane);
-  }
-  async_commit();
-  for (int k = 0; tile < last; ++k, tile += kWarps) {
-    const int next = tile + kWarps;
-    if (next < last) {
-      uint4* nb = kbuf[(k + 1) & 1];
-      fetch_rows<D>(nb, kseq + next * kTileTokens * row_bytes, lane);
-      fetch_rows<D>(nb + Tile::kBytes / 16, vseq + next * kTileTokens * row_bytes, lane);
-    }
-    async_commit();
-    async_wait<1>();
-    __syncwarp();
-    const uint4* kt = kbuf[k & 1];
+  const auto fetch = [&](uint4* dst, int tile) {
+    fetch_rows<D>(dst, kseq + tile * kTileTokens * row_bytes, lane);
+    fetch_rows<D>(dst + Tile::kBytes / 16, vseq + tile * kTileTokens * row_bytes, lane);
+  };
+  for_each_tile(p, split, kbuf, fetch, [&](auto stage, int tile) {
+    const uint4* kt = stage;
     const uint4* vt = kt + Tile::kBytes / 16;
     float s[MAXG] = {};
 #pragma unroll 4
@@ -110,7 +97,7 @@ __global__ void __launch_bounds__(kThreads) fp16_attend_kernel(AttendParams p) {
       }
     }
     __syncwarp();
-  }
+});
   async_wait<0>();
   __syncthreads();
   store_and_write_partial<D>(p, st, acc, stages, seq, split);

@@ -65,17 +65,7 @@ __global__ void __launch_bounds__(kThreads) kivi_attend_kernel(AttendParams p) {
   float* o = reinterpret_cast<float*>(stages);  // the epilogue reuses the stages
   float* ml = o + kWarps * MAXG * D;
   if (split < p.main_splits) {
-    int first, last;
-    split_tiles(p, split, first, last);
-    int tile = first + warp;
-    if (tile < last) fetch(buf[0], tile);
-    async_commit();
-    for (int k = 0; tile < last; ++k, tile += kWarps) {
-      if (tile + kWarps < last) fetch(buf[(k + 1) & 1], tile + kWarps);
-      async_commit();
-      async_wait<1>();
-      __syncwarp();
-      const uint8_t* stage = buf[k & 1];
+    for_each_tile(p, split, buf, fetch, [&](auto stage, int tile) {
       // Fold the group's scales into the queries; the minimums give one offset per head.
       const __half* scale = reinterpret_cast<const __half*>(stage);
       float off[MAXG] = {};
@@ -132,7 +122,7 @@ __global__ void __launch_bounds__(kThreads) kivi_attend_kernel(AttendParams p) {
         }
       }
       __syncwarp();
-    }
+  });
     async_wait<0>();
     __syncthreads();
     // Lanes that read the same word in different quads hold partial sums of the same channels.

@@ -90,18 +90,9 @@ __global__ void __launch_bounds__(kThreads) turboquant_attend_kernel(AttendParam
   };
   SoftmaxState<MAXG> st;
   float acc[MAXG][NJ] = {};
-  int first, last;
-  split_tiles(p, split, first, last);
-  int tile = first + warp;
-  if (tile < last) fetch(buf[0], tile);
-  async_commit();
-  for (int k = 0; tile < last; ++k, tile += kWarps) {
-    if (tile + kWarps < last) fetch(buf[(k + 1) & 1], tile + kWarps);
-    async_commit();
-    async_wait<1>();
-    __syncwarp();
-    const uint8_t* krec = buf[k & 1] + lane * R::kBytes;
-    const uint8_t* vrecs = buf[k & 1] + kTileTokens * R::kBytes;
+  for_each_tile(p, split, buf, fetch, [&](auto stage, int tile) {
+    const uint8_t* krec = stage + lane * R::kBytes;
+    const uint8_t* vrecs = stage + kTileTokens * R::kBytes;
     const uint32_t* kw = reinterpret_cast<const uint32_t*>(krec + 4);
     float s[MAXG] = {};
 #pragma unroll
@@ -136,7 +127,7 @@ __global__ void __launch_bounds__(kThreads) turboquant_attend_kernel(AttendParam
       }
     }
     __syncwarp();
-  }
+});
   async_wait<0>();
   __syncthreads();
   store_and_write_partial<D>(p, st, acc, stages, seq, split);
