@@ -3,8 +3,10 @@
 cache on one model and text, through `veloxquant perplexity` (llama.cpp's recipe).
 
     python3 bench/perplexity_report.py [--model M] [--text T] [--ctx 512] [--chunks 40]
+                                       [--specs "fp16 kivi ..."] [--name NAME]
 
-Writes bench/results/perplexity_<model>.json and .md.
+Writes bench/results/perplexity_<model>.json and .md (or NAME.json and .md). The first spec is
+the baseline the others are compared with.
 """
 import argparse
 import datetime
@@ -41,6 +43,8 @@ def main():
     p.add_argument("--ctx", type=int, default=512)
     p.add_argument("--chunks", type=int, default=40)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--specs", default=" ".join(SPECS), help="space-separated specs; the first is the baseline")
+    p.add_argument("--name", help="results file name (default perplexity_<model>)")
     args = p.parse_args()
     # Paths relative to the repository root, where the CLI runs: the recorded commands and
     # results read the same on any machine.
@@ -49,8 +53,9 @@ def main():
     rows = []
     base = os.path.join("build", f"perplexity_base_{name}.bin")  # the fp16 baseline, removed after
     try:
-        for spec in SPECS:
-            extra = ["--kv", spec] + (["--save-kl-base", base] if spec == "fp16" else ["--kl-base", base])
+        specs = args.specs.split()
+        for spec in specs:
+            extra = ["--kv", spec] + (["--save-kl-base", base] if spec == specs[0] else ["--kl-base", base])
             cmd, r = run(args, extra)
             r["command"] = " ".join(cmd)
             rows.append(r)
@@ -61,17 +66,20 @@ def main():
     meta = {"date": datetime.date.today().isoformat(), "machine": f"{cpu_model()}, {os.cpu_count()} cores",
             "model": os.path.basename(args.model), "text": os.path.basename(args.text),
             "ctx": args.ctx, "chunks": args.chunks,
-            "command": "python3 bench/perplexity_report.py " + f"--ctx {args.ctx} --chunks {args.chunks}"}
-    out = os.path.join(ROOT, "bench", "results", f"perplexity_{name}")
+            "command": "python3 bench/perplexity_report.py " + f"--model {args.model} --text {args.text} "
+                       f"--ctx {args.ctx} --chunks {args.chunks}" +
+                       (f" --specs \"{args.specs}\" --name {args.name}" if args.name else "")}
+    out = os.path.join(ROOT, "bench", "results", args.name or f"perplexity_{name}")
     with open(out + ".json", "w") as f:
         json.dump({"meta": meta, "results": rows}, f, indent=2)
     with open(out + ".md", "w") as f:
-        f.write(f"# Perplexity of {meta['model']} on {meta['text']}, every cache method\n\n")
+        f.write(f"# Perplexity of {meta['model']} on {meta['text']}, " +
+                ("every cache method" if not args.name else args.name) + "\n\n")
         f.write(f"`{meta['command']}` — {meta['machine']}, {meta['date']}. Context {args.ctx}, "
                 f"{args.chunks} chunks, {rows[0]['scored_tokens']} scored tokens (llama.cpp's recipe). "
-                "KL and top-1 agreement are against the fp16 cache's log-probabilities; bytes are "
+                "KL and top-1 agreement are against the first row's log-probabilities; bytes are "
                 "one full chunk's cache.\n\n")
-        f.write("| kv spec | perplexity | vs fp16 | KL (nats/token) | top-1 agreement | KV bytes | compression |\n")
+        f.write(f"| kv spec | perplexity | vs {specs[0]} | KL (nats/token) | top-1 agreement | KV bytes | compression |\n")
         f.write("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
         base_ppl = rows[0]["perplexity"]
         for r in rows:

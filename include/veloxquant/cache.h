@@ -45,8 +45,9 @@ class KVCache {
   // k, v: [tokens, kv_heads, head_dim], f32 / f16 / bf16, finite. Throws ShapeError otherwise.
   void append(const TensorView& k, const TensorView& v);
   // The runtime's append: keys before RoPE, one position per token, and the model's RoPE. The
-  // cache decides where the rotation happens; methods that store post-RoPE keys (all of the
-  // current ones) rotate before encoding, so queries given to attend() are rotated too.
+  // cache decides where the rotation happens: keys are rotated before encoding, so queries given
+  // to attend() are rotated too; streaming_llm's sinks alone are kept unrotated and rotated to
+  // their cache positions at attend time.
   void append(const TensorView& k, const TensorView& v, std::span<const int64_t> positions,
               const RopeParams& rope);
 
@@ -55,17 +56,38 @@ class KVCache {
   // [0, tokens() - nq + i] (causal). out: [nq, q_heads, head_dim] f32. Scale 1/sqrt(head_dim).
   void attend(const TensorView& q, float* out, AttendPath path = AttendPath::Auto) const;
 
+  // Token eviction (a spec "policy:...+quantizer:..."). The runtime attends through
+  // attend_observed(), which also hands the policy the attention the queries paid to each stored
+  // token, and calls evict() at the end of every forward step. Query i of attend() then sees the
+  // tokens its KV head still holds up to its own; each head may hold a different number.
+  void attend_observed(const TensorView& q, float* out);
+  // Drops the tokens the policy ranks lowest until every KV head is within its budget (SnapKV
+  // and its relatives only after a prompt: a step of more than one token). No-op without a policy.
+  void evict();
+  bool evicts() const;
+  // The layer's budget in tokens per KV head (0 without a policy). squeeze's budgets come from
+  // measured layer importance: the runtime measures it when wants_layer_importance() and sets
+  // them; a budget below what the policy always keeps is raised to that.
+  size_t budget() const;
+  void set_budget(size_t tokens);
+  bool wants_layer_importance() const;
+  // Tokens KV head `head` holds now, and their positions in the sequence, in cache order.
+  size_t stored_tokens(size_t head) const;
+  std::vector<int64_t> positions(size_t head) const;
+
+  // Tokens appended so far (those evicted included).
   size_t tokens() const;
   size_t kv_heads() const;
   size_t head_dim() const;
-  // Exact stored bytes: codes, fp16 residual tokens and each stream's shared state.
+  // Exact stored bytes: codes, fp16 residual tokens, sinks and each stream's shared state.
   size_t key_bytes() const;
   size_t value_bytes() const;
   size_t bytes() const { return key_bytes() + value_bytes(); }
-  // What an fp16 cache would store for the same tokens.
+  // What an fp16 cache would store for every token appended.
   size_t fp16_bytes() const;
 
-  // Reconstruction of everything stored, [tokens, kv_heads, head_dim] f32.
+  // Reconstruction of everything stored, [stored, kv_heads, head_dim] f32. Throws Error when the
+  // heads hold different numbers of tokens.
   std::vector<float> decode_keys() const;
   std::vector<float> decode_values() const;
 
@@ -79,13 +101,18 @@ class KVCache {
   // files). Throws Error naming the first stream whose layout this cache's codecs could not have
   // produced (a stream per KV head, the same token count in every stream, code bytes matching
   // the codec, a tail within the residual window, finite fp16 tail values) or whose codes the
-  // codec refuses (Codec::check_codes); the cache is unchanged then.
+  // codec refuses (Codec::check_codes), or when the cache evicts (session files do not hold a
+  // policy's state); the cache is unchanged then.
   void restore(std::vector<CacheStream> keys, std::vector<CacheStream> values);
 
  private:
-  // Checks shapes and values, converts to f32, lets `transform_keys` rewrite the keys, stores.
-  template <class Transform>
-  void append_checked(const TensorView& k, const TensorView& v, Transform&& transform_keys);
+  // Checks shapes and values, converts to f32, rotates keys by their positions when `rope` is
+  // given (except the policy's sinks), stores.
+  void append_checked(const TensorView& k, const TensorView& v, std::span<const int64_t> positions,
+                      const RopeParams* rope);
+  // attend(), adding the observed queries' attention probabilities into `mass` when given.
+  void attend_into(const TensorView& q, float* out, AttendPath path,
+                   std::vector<std::vector<float>>* mass) const;
 
   struct Impl;
   std::unique_ptr<Impl> impl_;

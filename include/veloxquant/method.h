@@ -14,12 +14,15 @@
 
 namespace veloxquant {
 
+class EvictionPolicy;  // src/cache/eviction/policy.h
+
 // What a method needs to know about the layer it compresses.
 struct LayerShape {
   size_t kv_heads = 1;
   size_t head_dim = 128;
   int layer = 0;       // mixed into random choices so layers get independent rotations
   uint64_t seed = 0;   // same seed, same bytes
+  int layers = 1;      // layers of the model (eviction budgets that vary with depth)
 };
 
 // The codecs of one layer: one for keys, one for values, and how many of the most recent
@@ -36,19 +39,32 @@ struct MethodInfo {
   std::string paper;    // citation, e.g. "Liu et al., ICML 2024, arXiv 2402.02750"
   std::string summary;  // one line
   std::vector<ParamDef> params;
+  // Quantizers build the codecs of a layer; eviction policies (the token-eviction methods) build
+  // the policy that chooses which tokens a layer keeps. Exactly one of the two is set.
   std::function<LayerCodecs(const Params&, const LayerShape&)> make;
+  std::function<std::unique_ptr<EvictionPolicy>(const Params&, const LayerShape&)> make_policy;
 };
 
+// The quantizers (how tokens are stored) and the eviction policies (which tokens are kept).
 const std::vector<MethodInfo>& registered_methods();
-// Throws SpecError listing the registered names when `name` is unknown.
+const std::vector<MethodInfo>& registered_policies();
+// Throw SpecError listing the registered names when `name` is unknown.
 const MethodInfo& find_method(std::string_view name);
+const MethodInfo& find_policy(std::string_view name);
 
-// A validated spec: the method and every parameter value.
+// A validated spec: an optional eviction policy, the quantizer that stores the tokens kept, and
+// every parameter value. Text: "quantizer:..." or "policy:...+quantizer:..."; a policy alone
+// stores its tokens in fp16.
 struct Spec {
-  const MethodInfo* method = nullptr;
+  const MethodInfo* method = nullptr;  // the quantizer
   Params params;
+  const MethodInfo* eviction = nullptr;  // null: every token is kept
+  Params eviction_params;
   std::string to_string() const;  // canonical; parse_spec(s.to_string()) == s
-  bool operator==(const Spec& o) const { return method == o.method && params == o.params; }
+  bool operator==(const Spec& o) const {
+    return method == o.method && params == o.params && eviction == o.eviction &&
+           eviction_params == o.eviction_params;
+  }
 };
 Spec parse_spec(std::string_view text);
 

@@ -78,11 +78,14 @@ class Session {
   // Runs `tokens` at positions [position(), position() + n) as one batch (prefill when n > 1),
   // appending their keys and values to the caches. Returns vocab logits for the last token
   // (Logits::Last), for every token ([n, vocab], Logits::All) or nothing. Throws Error if a
-  // token id is out of range or the context would overflow.
+  // token id is out of range or n > room().
   std::vector<float> eval(std::span<const int32_t> tokens, Logits which = Logits::Last);
 
   size_t position() const;
   size_t context() const;
+  // Tokens that still fit: the context minus what the caches hold. Caches that evict stay within
+  // their budgets, so with them a sequence can run past the context (streaming_llm forever).
+  size_t room() const;
   const Model& model() const;
   // Exact bytes stored by all layers' caches, and what fp16 caches would store.
   size_t kv_bytes() const;

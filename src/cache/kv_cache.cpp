@@ -1,15 +1,11 @@
-#include <cblas.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "codecs/fp16/fp16_codec.h"
-#include "core/blas.h"
+#include "cache/kv_cache_impl.h"
 #include "core/parallel.h"
-#include "core/simd.h"
-#include "veloxquant/cache.h"
 #include "veloxquant/error.h"
 
 namespace veloxquant {
@@ -87,174 +83,93 @@ std::string stream_layout_error(const CacheStream& s, const Codec& codec, size_t
 
 }  // namespace
 
-struct KVCache::Impl {
-  Spec spec;
-  LayerShape shape;
-  LayerCodecs codecs;
-  Fp16Codec fp16;
-  std::vector<CacheStream> keys, values;  // one per KV head
-  size_t tokens = 0;
-
-  Impl(Spec s, const LayerShape& sh)
-      : spec(std::move(s)), shape(sh), codecs(spec.method->make(spec.params, sh)), fp16(sh.head_dim),
-        keys(sh.kv_heads), values(sh.kv_heads) {}
-
-  // Appends rows of one head (f32, [n, dim] with the given row stride) to the fp16 tail, then
-  // encodes every full block that has aged out of the residual window.
-  void push(CacheStream& s, const Codec& codec, const float* rows, size_t n, size_t stride) const {
-    const size_t d = shape.head_dim, row_bytes = fp16.code_bytes(1);
-    const size_t old = s.tail.size();
-    s.tail.resize(old + n * row_bytes);
-    for (size_t t = 0; t < n; ++t) fp16.encode(rows + t * stride, 1, s.tail.data() + old + t * row_bytes);
-    s.tail_tokens += n;
-    const size_t block = codec.block_tokens();
-    if (s.tail_tokens < codecs.residual + block) return;
-    const size_t m = (s.tail_tokens - codecs.residual) / block * block;
-    std::vector<float> x(m * d);
-    fp16.decode(s.tail.data(), m, x.data());
-    const size_t at = s.codes.size();
-    s.codes.resize(at + codec.code_bytes(m));
-    codec.encode(x.data(), m, s.codes.data() + at);
-    s.encoded += m;
-    s.tail.erase(s.tail.begin(), s.tail.begin() + static_cast<std::ptrdiff_t>(m * row_bytes));
-    s.tail_tokens -= m;
+KVCache::Impl::Impl(Spec s, const LayerShape& sh)
+    : spec(std::move(s)), shape(sh), codecs(spec.method->make(spec.params, sh)), fp16(sh.head_dim),
+      keys(sh.kv_heads), values(sh.kv_heads) {
+  if (!spec.eviction) return;
+  policy = spec.eviction->make_policy(spec.eviction_params, sh);
+  scores.resize(sh.kv_heads);
+  sink_keys.resize(sh.kv_heads);
+  sink_values.resize(sh.kv_heads);
+  // The policy keeps its sinks and the units holding its protected newest tokens whatever they
+  // score; an encoded unit can reach a block back from the first protected token.
+  const size_t block = std::max(codecs.key->block_tokens(), codecs.value->block_tokens());
+  min_budget = policy->sinks() + policy->protected_recent() + block - 1;
+  const size_t asked = static_cast<size_t>(spec.eviction_params.get_int("budget"));
+  if (asked < min_budget) {
+    throw SpecError(fmt::format(
+        "{}: budget={} is below the {} tokens the policy always keeps ({} sinks + {} protected "
+        "newest + {} for a {}-token block of the quantizer); expected budget >= {}",
+        spec.to_string(), asked, min_budget, policy->sinks(), policy->protected_recent(),
+        block - 1, block, min_budget));
   }
-
-  size_t stream_bytes(const std::vector<CacheStream>& v, const Codec& c) const {
-    size_t b = c.state_bytes();
-    for (const auto& s : v) b += s.codes.size() + s.tail.size();
-    return b;
-  }
-
-  void decode_stream(const CacheStream& s, const Codec& c, float* out) const {
-    c.decode(s.codes.data(), s.encoded, out);
-    fp16.decode(s.tail.data(), s.tail_tokens, out + s.encoded * shape.head_dim);
-  }
-
-  std::vector<float> decode_all(const std::vector<CacheStream>& v, const Codec& c) const {
-    const size_t d = shape.head_dim, h = shape.kv_heads;
-    std::vector<float> out(tokens * h * d), head(tokens * d);
-    for (size_t k = 0; k < h; ++k) {
-      decode_stream(v[k], c, head.data());
-      for (size_t t = 0; t < tokens; ++t) std::copy_n(head.data() + t * d, d, out.data() + (t * h + k) * d);
-    }
-    return out;
-  }
-
-  // Attention for the `rows` query rows of one KV head; row r belongs to query token
-  // first_token + r / group and sees cache tokens [0, tokens - nq + first_token + r / group].
-  // Fused: scores and weighted sums straight from the codes.
-  void attend_fused(size_t head, const float* q, size_t rows, size_t group, size_t first_token,
-                    size_t nq, float* out) const;
-  // Reference: decode everything to f32, then plain softmax attention.
-  // Decoded: each head decoded once, then scores and outputs as matrix products.
-  void attend_decoded(size_t head, const float* q, size_t rows, size_t group, size_t first_token,
-                      size_t nq, float* out) const;
-  void attend_reference(size_t head, const float* q, size_t rows, size_t group,
-                        size_t first_token, size_t nq, float* out) const;
-};
-
-namespace {
-// Per-thread scratch reused across attend calls, so that a long cache does not fault in fresh
-// pages for its score rows at every decode step.
-float* scratch(size_t slot, size_t n) {
-  thread_local std::vector<float> buffers[6];
-  if (buffers[slot].size() < n) buffers[slot].resize(n);
-  return buffers[slot].data();
+  // A layer's share (pyramidkv's deepest layers) may fall below it: raised, so it can be met.
+  policy->set_budget(std::max(policy->budget(), min_budget));
 }
 
-// A matrix of `rows` rows whose columns [0, split) live in `head` ([rows][split]) and the rest in
-// `tail` ([rows][cols - split]): scores of encoded tokens and of the fp16 tail, without copying.
-struct SplitRows {
-  float* head;
-  float* tail;
-  size_t split, cols;
-  // Copies row r's columns [from, from + n) to dst.
-  void copy(size_t r, size_t from, size_t n, float* dst) const {
-    const size_t in_head = from < split ? std::min(n, split - from) : 0;
-    std::copy_n(head + r * split + from, in_head, dst);
-    if (n > in_head) std::copy_n(tail + r * (cols - split) + (from + in_head - split), n - in_head, dst + in_head);
-  }
-};
-}  // namespace
-
-void KVCache::Impl::attend_fused(size_t head, const float* q, size_t rows, size_t group,
-                                 size_t first_token, size_t nq, float* out) const {
-  const CacheStream& ks = keys[head];
-  const CacheStream& vs = values[head];
-  const size_t d = shape.head_dim;
-  const SplitRows s{scratch(0, rows * ks.encoded), scratch(1, rows * ks.tail_tokens), ks.encoded, tokens};
-  if (ks.encoded) codecs.key->score(q, rows, ks.codes.data(), ks.encoded, s.head);
-  if (ks.tail_tokens) fp16.score(q, rows, ks.tail.data(), ks.tail_tokens, s.tail);
-  // Causal softmax in place; masked tokens get weight 0.
-  for (size_t r = 0; r < rows; ++r) {
-    const size_t visible = tokens - nq + first_token + r / group + 1;
-    const size_t in_head = std::min(visible, s.split), in_tail = visible - in_head;
-    float* h = s.head + r * s.split;
-    float* t = s.tail + r * (tokens - s.split);
-    simd::softmax(h, in_head, t, in_tail);
-    std::fill(h + in_head, h + s.split, 0.0f);
-    std::fill(t + in_tail, t + (tokens - s.split), 0.0f);
-  }
-  std::fill(out, out + rows * d, 0.0f);
-  // The value stream may split at another token (its block size differs): re-split the weights.
-  SplitRows w = s;
-  if (vs.encoded != ks.encoded) {
-    w = SplitRows{scratch(2, rows * vs.encoded), scratch(3, rows * vs.tail_tokens), vs.encoded, tokens};
-    for (size_t r = 0; r < rows; ++r) {
-      s.copy(r, 0, vs.encoded, w.head + r * vs.encoded);
-      s.copy(r, vs.encoded, vs.tail_tokens, w.tail + r * vs.tail_tokens);
-    }
-  }
-  if (vs.encoded) codecs.value->accumulate(w.head, rows, vs.codes.data(), vs.encoded, out);
-  if (vs.tail_tokens) fp16.accumulate(w.tail, rows, vs.tail.data(), vs.tail_tokens, out);
+void KVCache::Impl::push(CacheStream& s, const Codec& codec, const float* rows, size_t n,
+                         size_t stride) const {
+  const size_t d = shape.head_dim, row_bytes = fp16.code_bytes(1);
+  const size_t old = s.tail.size();
+  s.tail.resize(old + n * row_bytes);
+  for (size_t t = 0; t < n; ++t) fp16.encode(rows + t * stride, 1, s.tail.data() + old + t * row_bytes);
+  s.tail_tokens += n;
+  const size_t block = codec.block_tokens();
+  if (s.tail_tokens < codecs.residual + block) return;
+  const size_t m = (s.tail_tokens - codecs.residual) / block * block;
+  std::vector<float> x(m * d);
+  fp16.decode(s.tail.data(), m, x.data());
+  const size_t at = s.codes.size();
+  s.codes.resize(at + codec.code_bytes(m));
+  codec.encode(x.data(), m, s.codes.data() + at);
+  s.encoded += m;
+  s.tail.erase(s.tail.begin(), s.tail.begin() + static_cast<std::ptrdiff_t>(m * row_bytes));
+  s.tail_tokens -= m;
 }
 
-void KVCache::Impl::attend_decoded(size_t head, const float* q, size_t rows, size_t group,
-                                   size_t first_token, size_t nq, float* out) const {
-  const size_t d = shape.head_dim;
-  // Tokens visible to the last row of this chunk; earlier rows see fewer (causal).
-  const size_t visible = tokens - nq + first_token + (rows - 1) / group + 1;
-  float* k = scratch(0, tokens * d);
-  float* v = scratch(1, tokens * d);
-  float* p = scratch(2, rows * visible);
-  decode_stream(keys[head], *codecs.key, k);
-  decode_stream(values[head], *codecs.value, v);
-  configure_blas();
-  const auto ri = [](size_t x) { return static_cast<blasint>(x); };
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ri(rows), ri(visible), ri(d), 1.0f, q, ri(d),
-              k, ri(d), 0.0f, p, ri(visible));
-  for (size_t r = 0; r < rows; ++r) {
-    const size_t seen = tokens - nq + first_token + r / group + 1;
-    float* row = p + r * visible;
-    simd::softmax(row, seen, nullptr, 0);
-    std::fill(row + seen, row + visible, 0.0f);
-  }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ri(rows), ri(d), ri(visible), 1.0f, p,
-              ri(visible), v, ri(d), 0.0f, out, ri(d));
+size_t KVCache::Impl::stream_bytes(const std::vector<CacheStream>& v, const Codec& c,
+                                   const std::vector<std::vector<uint8_t>>& sink_rows) const {
+  size_t b = c.state_bytes();
+  for (const auto& s : v) b += s.codes.size() + s.tail.size();
+  for (const auto& s : sink_rows) b += s.size();
+  return b;
 }
 
-void KVCache::Impl::attend_reference(size_t head, const float* q, size_t rows, size_t group,
-                                     size_t first_token, size_t nq, float* out) const {
+void KVCache::Impl::decode_stream(const CacheStream& s, const Codec& c, float* out) const {
+  c.decode(s.codes.data(), s.encoded, out);
+  fp16.decode(s.tail.data(), s.tail_tokens, out + s.encoded * shape.head_dim);
+}
+
+void KVCache::Impl::decode_head(size_t head, float* k, float* v) const {
   const size_t d = shape.head_dim;
-  std::vector<float> k(tokens * d), v(tokens * d), scores(tokens);
-  decode_stream(keys[head], *codecs.key, k.data());
-  decode_stream(values[head], *codecs.value, v.data());
-  std::fill(out, out + rows * d, 0.0f);
-  for (size_t r = 0; r < rows; ++r) {
-    const size_t visible = tokens - nq + first_token + r / group + 1;
-    float mx = -std::numeric_limits<float>::infinity();
-    for (size_t t = 0; t < visible; ++t) {
-      float dot = 0;
-      for (size_t c = 0; c < d; ++c) dot += q[r * d + c] * k[t * d + c];
-      scores[t] = dot;
-      mx = std::max(mx, dot);
-    }
-    float sum = 0;
-    for (size_t t = 0; t < visible; ++t) sum += (scores[t] = std::exp(scores[t] - mx));
-    for (size_t t = 0; t < visible; ++t)
-      for (size_t c = 0; c < d; ++c) out[r * d + c] += scores[t] / sum * v[t * d + c];
+  if (sinks) {
+    fp16.decode(sink_keys[head].data(), sinks, k);
+    fp16.decode(sink_values[head].data(), sinks, v);
+    // Cache position i for sink i, counted back from the newest token at last_position: every
+    // query then sees the sinks right before the window (streaming_llm.cpp).
+    const int64_t first = last_position - static_cast<int64_t>(stored(head)) + 1;
+    for (size_t i = 0; i < sinks; ++i) apply_rope(rope, k + i * d, 1, d, first + static_cast<int64_t>(i));
   }
+  decode_stream(keys[head], *codecs.key, k + sinks * d);
+  decode_stream(values[head], *codecs.value, v + sinks * d);
+}
+
+std::vector<float> KVCache::Impl::decode_all(bool keys_wanted) const {
+  const size_t d = shape.head_dim, h = shape.kv_heads, n = stored(0);
+  for (size_t k = 1; k < h; ++k) {
+    if (stored(k) != n) {
+      throw Error(fmt::format("{}: KV head {} keeps {} tokens and head 0 keeps {}; a [tokens, "
+                              "heads, dim] array needs the same count in every head",
+                              spec.to_string(), k, stored(k), n));
+    }
+  }
+  std::vector<float> out(n * h * d), kh(n * d), vh(n * d);
+  for (size_t k = 0; k < h; ++k) {
+    decode_head(k, kh.data(), vh.data());
+    const std::vector<float>& head = keys_wanted ? kh : vh;
+    for (size_t t = 0; t < n; ++t) std::copy_n(head.data() + t * d, d, out.data() + (t * h + k) * d);
+  }
+  return out;
 }
 
 KVCache::KVCache(std::string_view spec, const LayerShape& shape) : KVCache(parse_spec(spec), shape) {}
@@ -276,9 +191,7 @@ KVCache::~KVCache() = default;
 KVCache::KVCache(KVCache&&) noexcept = default;
 KVCache& KVCache::operator=(KVCache&&) noexcept = default;
 
-void KVCache::append(const TensorView& k, const TensorView& v) {
-  append_checked(k, v, [](std::vector<float>&) {});
-}
+void KVCache::append(const TensorView& k, const TensorView& v) { append_checked(k, v, {}, nullptr); }
 
 void KVCache::append(const TensorView& k, const TensorView& v, std::span<const int64_t> positions,
                      const RopeParams& rope) {
@@ -286,14 +199,11 @@ void KVCache::append(const TensorView& k, const TensorView& v, std::span<const i
     throw ShapeError("append got " + std::to_string(positions.size()) + " positions for " +
                      std::to_string(k.dim(0)) + " key tokens; expected one per token");
   }
-  const size_t h = impl_->shape.kv_heads, d = impl_->shape.head_dim;
-  append_checked(k, v, [&](std::vector<float>& keys) {
-    for (size_t t = 0; t < positions.size(); ++t) apply_rope(rope, keys.data() + t * h * d, h, d, positions[t]);
-  });
+  append_checked(k, v, positions, &rope);
 }
 
-template <class Transform>
-void KVCache::append_checked(const TensorView& k, const TensorView& v, Transform&& transform_keys) {
+void KVCache::append_checked(const TensorView& k, const TensorView& v,
+                             std::span<const int64_t> positions, const RopeParams* rope) {
   Impl& m = *impl_;
   const size_t h = m.shape.kv_heads, d = m.shape.head_dim;
   check_kv(k, "keys", h, d);
@@ -307,66 +217,152 @@ void KVCache::append_checked(const TensorView& k, const TensorView& v, Transform
   v.to_f32(vf.data());
   check_storable(kf, "keys", m.shape, m.tokens);
   check_storable(vf, "values", m.shape, m.tokens);
-  transform_keys(kf);
-  // RoPE keeps each pair's norm but may move a value near the fp16 limit past it.
-  check_storable(kf, "keys after RoPE", m.shape, m.tokens);
-  const size_t n = k.dim(0);
+  const size_t n = k.dim(0), row = h * d;
+  // The sequence's first tokens become the policy's sinks while there are sinks to fill: they
+  // keep their keys before RoPE, to be rotated to their cache positions at attend time.
+  const size_t sinks = m.policy && m.tokens < m.policy->sinks()
+                           ? std::min(n, m.policy->sinks() - m.tokens) : 0;
+  if (rope) {
+    for (size_t t = sinks; t < n; ++t) apply_rope(*rope, kf.data() + t * row, h, d, positions[t]);
+    // RoPE keeps each pair's norm but may move a value near the fp16 limit past it.
+    check_storable(kf, "keys after RoPE", m.shape, m.tokens);
+  }
   parallel_for(h, [&](size_t head) {
-    m.push(m.keys[head], *m.codecs.key, kf.data() + head * d, n, h * d);
-    m.push(m.values[head], *m.codecs.value, vf.data() + head * d, n, h * d);
-  }, n * h * d >= kParallelAppendElements);
+    if (sinks) {
+      for (size_t t = 0; t < sinks; ++t) {
+        const size_t at = m.sink_keys[head].size(), bytes = m.fp16.code_bytes(1);
+        m.sink_keys[head].resize(at + bytes);
+        m.sink_values[head].resize(at + bytes);
+        m.fp16.encode(kf.data() + t * row + head * d, 1, m.sink_keys[head].data() + at);
+        m.fp16.encode(vf.data() + t * row + head * d, 1, m.sink_values[head].data() + at);
+      }
+    }
+    if (n > sinks) {
+      m.push(m.keys[head], *m.codecs.key, kf.data() + sinks * row + head * d, n - sinks, row);
+      m.push(m.values[head], *m.codecs.value, vf.data() + sinks * row + head * d, n - sinks, row);
+    }
+  }, n * row >= kParallelAppendElements);
+  m.sinks += sinks;
+  if (m.policy) {
+    for (TokenScores& s : m.scores) {
+      s.score.resize(s.score.size() + n, 0.0f);
+      for (size_t t = 0; t < n; ++t)
+        s.position.push_back(rope ? positions[t] : static_cast<int64_t>(m.tokens + t));
+    }
+    if (rope) m.rope = *rope;
+    m.last_position = m.scores.front().position.back();
+    m.pending += n;
+  }
   m.tokens += n;
 }
 
 void KVCache::attend(const TensorView& q, float* out, AttendPath path) const {
+  attend_into(q, out, path, nullptr);
+}
+
+void KVCache::attend_observed(const TensorView& q, float* out) {
+  Impl& m = *impl_;
+  if (!m.policy) return attend_into(q, out, AttendPath::Auto, nullptr);
+  std::vector<std::vector<float>> mass;
+  const size_t observed = q.rank == 3 ? m.policy->observed_queries(q.dim(0)) : 0;
+  if (observed) {
+    mass.resize(m.shape.kv_heads);
+    for (size_t h = 0; h < mass.size(); ++h) mass[h].assign(m.stored(h), 0.0f);
+  }
+  attend_into(q, out, AttendPath::Auto, observed ? &mass : nullptr);
+  m.policy->observe(mass, m.scores);
+}
+
+void KVCache::attend_into(const TensorView& q, float* out, AttendPath path,
+                          std::vector<std::vector<float>>* mass) const {
   const Impl& m = *impl_;
   const size_t h = m.shape.kv_heads, d = m.shape.head_dim;
   if (q.rank != 3 || q.dim(2) != d || q.dim(1) == 0 || q.dim(1) % h != 0) {
     throw ShapeError("queries have shape " + q.shape_string() + "; expected [n, q_heads, " +
                      std::to_string(d) + "] with q_heads a multiple of kv_heads " + std::to_string(h));
   }
+  size_t fewest = m.stored(0), most = fewest;
+  for (size_t head = 1; head < h; ++head) {
+    fewest = std::min(fewest, m.stored(head));
+    most = std::max(most, m.stored(head));
+  }
   const size_t nq = q.dim(0), qh = q.dim(1), group = qh / h;
-  if (nq == 0 || nq > m.tokens) {
+  if (nq == 0 || nq > fewest) {
     throw ShapeError("attend got " + std::to_string(nq) + " query tokens with " +
-                     std::to_string(m.tokens) + " cached; expected 1.." + std::to_string(m.tokens));
+                     std::to_string(fewest) + " cached; expected 1.." + std::to_string(fewest));
   }
   const std::vector<float> qf = to_f32_checked(q, "queries");
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   // Bound the score matrix of one head to about 16M floats by processing query tokens in chunks.
-  const size_t chunk = std::max<size_t>(1, (size_t{1} << 24) / (group * m.tokens));
+  const size_t chunk = std::max<size_t>(1, (size_t{1} << 24) / (group * most));
   const size_t chunks = (nq + chunk - 1) / chunk;
+  const size_t observed_from = mass ? nq - m.policy->observed_queries(nq) : nq;
+  // Each job adds its rows' probabilities into a buffer of its own; summed per head afterwards.
+  std::vector<std::vector<float>> job_mass(mass ? h * chunks : 0);
   parallel_for(h * chunks, [&](size_t job) {
     const size_t head = job / chunks, i0 = job % chunks * chunk;
     const size_t ni = std::min(chunk, nq - i0), rows = ni * group;
-    float* qs = scratch(4, rows * d);  // slots 0-3 belong to the attend paths
-    float* o = scratch(5, rows * d);
+    float* qs = attend_scratch(4, rows * d);
+    float* o = attend_scratch(5, rows * d);
     for (size_t i = 0; i < ni; ++i)
       for (size_t g = 0; g < group; ++g)
         for (size_t c = 0; c < d; ++c)
           qs[(i * group + g) * d + c] = qf[((i0 + i) * qh + head * group + g) * d + c] * scale;
+    float* job_rows_mass = nullptr;
+    if (mass && i0 + ni > observed_from) {
+      job_mass[job].assign(m.stored(head), 0.0f);
+      job_rows_mass = job_mass[job].data();
+    }
+    const Impl::Rows r{qs, rows, group, i0, nq, job_rows_mass, observed_from};
     AttendPath p = path;
     if (p == AttendPath::Auto) p = rows >= kDecodedRows ? AttendPath::Decoded : AttendPath::Fused;
-    if (p == AttendPath::Fused) m.attend_fused(head, qs, rows, group, i0, nq, o);
-    else if (p == AttendPath::Decoded) m.attend_decoded(head, qs, rows, group, i0, nq, o);
-    else m.attend_reference(head, qs, rows, group, i0, nq, o);
+    // Sinks are stored apart from the codes and re-rotated per call: only the decoding paths
+    // see them.
+    if (p == AttendPath::Fused && m.sinks) p = AttendPath::Decoded;
+    if (p == AttendPath::Fused) m.attend_fused(head, r, o);
+    else if (p == AttendPath::Decoded) m.attend_decoded(head, r, o);
+    else m.attend_reference(head, r, o);
     for (size_t i = 0; i < ni; ++i)
       for (size_t g = 0; g < group; ++g)
         std::copy_n(o + (i * group + g) * d, d, out + ((i0 + i) * qh + head * group + g) * d);
-  }, nq * qh * m.tokens * d >= kParallelAttendMacs);
+  }, nq * qh * most * d >= kParallelAttendMacs);
+  for (size_t job = 0; job < job_mass.size(); ++job) {
+    std::vector<float>& into = (*mass)[job / chunks];
+    for (size_t t = 0; t < job_mass[job].size(); ++t) into[t] += job_mass[job][t];
+  }
+}
+
+void KVCache::evict() { impl_->evict(); }
+bool KVCache::evicts() const { return impl_->policy != nullptr; }
+bool KVCache::wants_layer_importance() const {
+  return impl_->policy && impl_->policy->wants_layer_importance();
+}
+size_t KVCache::budget() const { return impl_->policy ? impl_->policy->budget() : 0; }
+void KVCache::set_budget(size_t tokens) {
+  if (!impl_->policy) throw Error(impl_->spec.to_string() + " evicts nothing; it has no budget to set");
+  impl_->policy->set_budget(std::max(tokens, impl_->min_budget));
+}
+size_t KVCache::stored_tokens(size_t head) const { return impl_->stored(head); }
+std::vector<int64_t> KVCache::positions(size_t head) const {
+  const Impl& m = *impl_;
+  if (m.policy) return m.scores[head].position;
+  std::vector<int64_t> all(m.tokens);
+  for (size_t t = 0; t < all.size(); ++t) all[t] = static_cast<int64_t>(t);
+  return all;
 }
 
 size_t KVCache::tokens() const { return impl_->tokens; }
 size_t KVCache::kv_heads() const { return impl_->shape.kv_heads; }
 size_t KVCache::head_dim() const { return impl_->shape.head_dim; }
-size_t KVCache::key_bytes() const { return impl_->stream_bytes(impl_->keys, *impl_->codecs.key); }
+size_t KVCache::key_bytes() const {
+  return impl_->stream_bytes(impl_->keys, *impl_->codecs.key, impl_->sink_keys);
+}
 size_t KVCache::value_bytes() const {
-  return impl_->stream_bytes(impl_->values, *impl_->codecs.value);
+  return impl_->stream_bytes(impl_->values, *impl_->codecs.value, impl_->sink_values);
 }
 size_t KVCache::fp16_bytes() const { return 2 * 2 * impl_->tokens * kv_heads() * head_dim(); }
-std::vector<float> KVCache::decode_keys() const { return impl_->decode_all(impl_->keys, *impl_->codecs.key); }
-std::vector<float> KVCache::decode_values() const {
-  return impl_->decode_all(impl_->values, *impl_->codecs.value);
-}
+std::vector<float> KVCache::decode_keys() const { return impl_->decode_all(true); }
+std::vector<float> KVCache::decode_values() const { return impl_->decode_all(false); }
 const Spec& KVCache::spec() const { return impl_->spec; }
 const LayerShape& KVCache::shape() const { return impl_->shape; }
 const std::vector<CacheStream>& KVCache::key_streams() const { return impl_->keys; }
@@ -374,6 +370,10 @@ const std::vector<CacheStream>& KVCache::value_streams() const { return impl_->v
 
 void KVCache::restore(std::vector<CacheStream> keys, std::vector<CacheStream> values) {
   Impl& m = *impl_;
+  if (m.policy) {
+    throw Error(m.spec.to_string() + ": session files do not hold an eviction policy's state (its "
+                "token scores and sinks); caches that evict cannot be restored");
+  }
   const size_t h = m.shape.kv_heads;
   if (keys.size() != h || values.size() != h) {
     throw Error(fmt::format("restore got {} key and {} value streams; expected {} of each (one per "

@@ -5,6 +5,7 @@
 #include "codecs/polar/method.h"
 #include "codecs/qjl/method.h"
 #include "codecs/turboquant/method.h"
+#include "cache/eviction/methods.h"
 #include "veloxquant/error.h"
 #include "veloxquant/method.h"
 
@@ -23,18 +24,78 @@ const std::vector<MethodInfo>& registered_methods() {
   return all;
 }
 
-const MethodInfo& find_method(std::string_view name) {
+const std::vector<MethodInfo>& registered_policies() {
+  static const std::vector<MethodInfo> all = {
+      snapkv_method(),
+      streaming_llm_method(),
+      h2o_method(),
+      tova_method(),
+      pyramidkv_method(),
+      squeeze_method(),
+      adakv_method(),
+  };
+  return all;
+}
+
+namespace {
+
+std::string names_of(const std::vector<MethodInfo>& list) {
   std::string names;
-  for (const auto& m : registered_methods()) {
-    if (m.name == name) return m;
-    names += (names.empty() ? "" : ", ") + m.name;
-  }
-  throw SpecError("unknown method '" + std::string(name) + "'; expected one of: " + names);
+  for (const auto& m : list) names += (names.empty() ? "" : ", ") + m.name;
+  return names;
+}
+
+const MethodInfo* lookup(const std::vector<MethodInfo>& list, std::string_view name) {
+  for (const auto& m : list)
+    if (m.name == name) return &m;
+  return nullptr;
+}
+
+}  // namespace
+
+const MethodInfo& find_method(std::string_view name) {
+  if (const MethodInfo* m = lookup(registered_methods(), name)) return *m;
+  const std::string also = lookup(registered_policies(), name)
+                               ? " ('" + std::string(name) + "' is an eviction policy: write it first, as in '" +
+                                     std::string(name) + "+kivi')"
+                               : "";
+  throw SpecError("unknown quantizer '" + std::string(name) + "'; expected one of: " +
+                  names_of(registered_methods()) + also);
+}
+
+const MethodInfo& find_policy(std::string_view name) {
+  if (const MethodInfo* m = lookup(registered_policies(), name)) return *m;
+  throw SpecError("unknown eviction policy '" + std::string(name) + "'; expected one of: " +
+                  names_of(registered_policies()));
 }
 
 Spec parse_spec(std::string_view text) {
-  const RawSpec raw = parse_raw_spec(text);
   Spec s;
+  const size_t plus = text.find('+');
+  std::string_view quantizer = text;
+  if (plus != std::string_view::npos) {
+    if (text.find('+', plus + 1) != std::string_view::npos) {
+      throw SpecError("spec '" + std::string(text) + "' has more than one '+'; expected "
+                      "'policy:...+quantizer:...'");
+    }
+    quantizer = text.substr(plus + 1);
+    const RawSpec raw = parse_raw_spec(text.substr(0, plus));
+    s.eviction = &find_policy(raw.method);
+    s.eviction_params = resolve_params(raw.method, s.eviction->params, raw.args);
+  } else {
+    const RawSpec raw = parse_raw_spec(text);
+    if (!lookup(registered_methods(), raw.method) && !lookup(registered_policies(), raw.method)) {
+      throw SpecError("unknown method '" + raw.method + "'; expected a quantizer (" +
+                      names_of(registered_methods()) + ") or an eviction policy (" +
+                      names_of(registered_policies()) + ")");
+    }
+    if (lookup(registered_policies(), raw.method)) {  // a policy alone keeps its tokens in fp16
+      s.eviction = &find_policy(raw.method);
+      s.eviction_params = resolve_params(raw.method, s.eviction->params, raw.args);
+      quantizer = "fp16";
+    }
+  }
+  const RawSpec raw = parse_raw_spec(quantizer);
   s.method = &find_method(raw.method);
   s.params = resolve_params(raw.method, s.method->params, raw.args);
   return s;
@@ -42,7 +103,9 @@ Spec parse_spec(std::string_view text) {
 
 std::string Spec::to_string() const {
   if (method == nullptr) throw SpecError("empty Spec has no text");
-  return format_spec(method->name, method->params, params);
+  const std::string q = format_spec(method->name, method->params, params);
+  if (eviction == nullptr) return q;
+  return format_spec(eviction->name, eviction->params, eviction_params) + "+" + q;
 }
 
 }  // namespace veloxquant

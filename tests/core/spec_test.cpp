@@ -216,11 +216,12 @@ TEST(Spec, UnknownMethodListsRegisteredNames) {
   for (const char* bad : {"nope", "nope:a=1", "fp1"}) {
     const std::string msg = spec_error([&] { parse_spec(bad); });
     EXPECT_NE(msg.find("unknown method"), std::string::npos) << msg;
-    for (const auto& m : registered_methods()) {
-      EXPECT_NE(msg.find(m.name), std::string::npos) << m.name << " missing from: " << msg;
+    for (const auto* list : {&registered_methods(), &registered_policies()}) {
+      for (const auto& m : *list) EXPECT_NE(msg.find(m.name), std::string::npos) << m.name << " missing from: " << msg;
     }
   }
   EXPECT_THROW(find_method(""), SpecError);
+  EXPECT_THROW(find_policy("kivi"), SpecError);
 }
 
 TEST(Spec, EveryRegisteredMethodRoundTripsAtDefaults) {

@@ -24,7 +24,7 @@ struct GenerateArgs {
   SamplerOptions sampling;
   bool seed_given = false;
   int threads = 1;
-  bool json = false;
+  bool json = false, ignore_eos = false;
   std::string save_session, load_session;
   bool kv_given = false;
 };
@@ -113,7 +113,7 @@ void run(const GenerateArgs& a) {
   t0 = std::chrono::steady_clock::now();
   while (generated.size() < a.tokens) {
     const int32_t next = sampler.sample(logits);
-    if (tok.is_end_of_generation(next)) break;
+    if (!a.ignore_eos && tok.is_end_of_generation(next)) break;
     generated.push_back(next);
     sampler.accept(next);
     pending += tok.token_to_piece(next);
@@ -122,7 +122,7 @@ void run(const GenerateArgs& a) {
     std::fflush(stdout);
     text += pending.substr(0, ready);
     pending.erase(0, ready);
-    if (generated.size() == a.tokens || session.position() == session.context()) break;
+    if (generated.size() == a.tokens || session.room() == 0) break;
     logits = session.eval(std::span(&next, 1), Logits::Last);
   }
   text += pending;
@@ -188,6 +188,7 @@ Command add_generate_command(CLI::App& app) {
       ->each([a](const std::string&) { a->seed_given = true; });
   add_threads_option(cmd, a->threads);
   cmd->add_flag("--json", a->json, "print one JSON object (text and statistics) instead");
+  cmd->add_flag("--ignore-eos", a->ignore_eos, "keep generating past end-of-text tokens (long-run tests)");
   cmd->add_option("--save-session", a->save_session,
                   "save the KV cache and tokens after the prompt to FILE (docs/sessions.md)");
   cmd->add_option("--load-session", a->load_session,

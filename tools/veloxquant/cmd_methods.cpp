@@ -28,10 +28,17 @@ double measured_bits(const LayerCodecs& c) {
          static_cast<double>(2 * tokens * d);
 }
 
+void print_params(const MethodInfo& m) {
+  size_t width = 0;
+  for (const auto& p : m.params) width = std::max(width, p.name.size());
+  for (const auto& p : m.params) fmt::print("    {:<{}}  {:<24} {}\n", p.name, width, p.describe(), p.help);
+  fmt::print("\n");
+}
+
 }  // namespace
 
 Command add_methods_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("methods", "List every compression method and its parameters");
+  auto* cmd = app.add_subcommand("methods", "List every compression method and eviction policy with its parameters");
   return [cmd] {
     (void)cmd;
     for (const auto& m : registered_methods()) {
@@ -43,10 +50,13 @@ Command add_methods_command(CLI::App& app) {
       auto mode = [](bool fused) { return fused ? "on the codes" : "after decoding"; };
       fmt::print("    attention: scores {}, value sums {}\n", mode(c.key->fused_score()),
                  mode(c.value->fused_accumulate()));
-      size_t width = 0;
-      for (const auto& p : m.params) width = std::max(width, p.name.size());
-      for (const auto& p : m.params) fmt::print("    {:<{}}  {:<24} {}\n", p.name, width, p.describe(), p.help);
-      fmt::print("\n");
+      print_params(m);
+    }
+    fmt::print("Eviction policies: which tokens a cache keeps, from the attention the real queries pay.\n"
+               "Alone they keep tokens in fp16; 'policy:...+quantizer:...' stores them compressed.\n\n");
+    for (const auto& m : registered_policies()) {
+      fmt::print("{}  [{}]\n    {}\n    paper: {}\n", m.name, m.family, m.summary, m.paper);
+      print_params(m);
     }
   };
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <string>
 
+#include "cache/eviction/squeeze_budgets.h"
 #include "runtime/model/model_impl.h"
 #include "veloxquant/cache.h"
 #include "veloxquant/model.h"
@@ -36,6 +37,22 @@ void project(const runtime::WeightMatrix& w, const std::vector<float>& bias, con
     for (size_t i = 0; i < w.rows; ++i) y[t * w.rows + i] += bias[i];
 }
 
+// Mean over n rows of the cosine similarity between the hidden state x and x + attention output.
+double mean_cosine(const float* x, const float* attn, size_t n, size_t d) {
+  double total = 0;
+  for (size_t t = 0; t < n; ++t) {
+    double dot = 0, a = 0, b = 0;
+    for (size_t i = 0; i < d; ++i) {
+      const double before = x[t * d + i], after = before + attn[t * d + i];
+      dot += before * after;
+      a += before * before;
+      b += after * after;
+    }
+    total += a > 0 && b > 0 ? dot / std::sqrt(a * b) : 1.0;
+  }
+  return total / static_cast<double>(n);
+}
+
 void check_token_ids(std::span<const int32_t> tokens, size_t vocab) {
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (tokens[i] < 0 || static_cast<size_t>(tokens[i]) >= vocab) {
@@ -57,6 +74,10 @@ struct Session::Impl {
   // Activations of one micro-batch, reused across calls.
   std::vector<float> x, h, q, k, v, attn, proj, gate, up;
   std::vector<int64_t> positions;
+  // squeeze: per layer, how similar the hidden state stays across the attention block (mean
+  // cosine over the first step's tokens); measured once, then every layer's budget is set.
+  std::vector<double> importance;
+  bool importance_set = false;
 
   Impl(Model m, SessionOptions o) : model(std::move(m)), options(std::move(o)) {
     const ModelConfig& c = model.config();
@@ -68,8 +89,12 @@ struct Session::Impl {
     const ModelConfig& c = model.config();
     caches.clear();
     caches.reserve(c.layers);
-    for (uint32_t l = 0; l < c.layers; ++l)
-      caches.emplace_back(spec, LayerShape{c.kv_heads, c.head_dim, static_cast<int>(l), 0});
+    for (uint32_t l = 0; l < c.layers; ++l) {
+      caches.emplace_back(spec, LayerShape{c.kv_heads, c.head_dim, static_cast<int>(l), 0,
+                                           static_cast<int>(c.layers)});
+    }
+    importance.assign(caches.front().wants_layer_importance() ? c.layers : 0, 0.0);
+    importance_set = false;
   }
 
   void resize(size_t n) {
@@ -98,8 +123,9 @@ struct Session::Impl {
     for (size_t t = 0; t < n; ++t) apply_rope(c.rope, &q[t * qw], c.heads, hd, positions[t]);
     caches[l].append(TensorView::f32(k.data(), {n, c.kv_heads, hd}),
                      TensorView::f32(v.data(), {n, c.kv_heads, hd}), positions, c.rope);
-    caches[l].attend(TensorView::f32(q.data(), {n, c.heads, hd}), attn.data());
+    caches[l].attend_observed(TensorView::f32(q.data(), {n, c.heads, hd}), attn.data());
     project(w.wo, {}, attn.data(), n, proj.data());
+    if (!importance.empty() && !importance_set) importance[l] = mean_cosine(x.data(), proj.data(), n, d);
     for (size_t i = 0; i < n * d; ++i) x[i] += proj[i];
 
     for (size_t t = 0; t < n; ++t) rms_norm(&x[t * d], w.ffn_norm.data(), d, c.rms_eps, &h[t * d]);
@@ -121,6 +147,13 @@ struct Session::Impl {
       positions[t] = static_cast<int64_t>(position + t);
     }
     for (size_t l = 0; l < c.layers; ++l) layer(l, n);
+    if (!importance.empty() && !importance_set) {
+      const std::vector<size_t> budgets =
+          squeeze_budgets(importance, caches.front().budget(), caches.front().spec().eviction_params.get_float("p"));
+      for (size_t l = 0; l < c.layers; ++l) caches[l].set_budget(budgets[l]);
+      importance_set = true;
+    }
+    for (KVCache& cache : caches) cache.evict();
     position += n;
     history.insert(history.end(), tokens, tokens + n);
     if (first_logit >= n) return;
@@ -142,10 +175,10 @@ std::vector<float> Session::eval(std::span<const int32_t> tokens, Logits which) 
   const size_t vocab = s.model.config().vocab, n = tokens.size();
   if (n == 0) throw Error("eval got no tokens; expected at least 1");
   check_token_ids(tokens, vocab);
-  if (s.position + n > s.context) {
+  const size_t used = s.context - room();
+  if (n > room()) {
     throw Error("the context holds " + std::to_string(s.context) + " tokens; " +
-                std::to_string(s.position) + " are used and " + std::to_string(n) +
-                " more do not fit");
+                std::to_string(used) + " are used and " + std::to_string(n) + " more do not fit");
   }
   std::vector<float> logits(which == Logits::All ? n * vocab : which == Logits::Last ? vocab : 0);
   for (size_t b = 0; b < n; b += kMicroBatch) {
@@ -158,6 +191,17 @@ std::vector<float> Session::eval(std::span<const int32_t> tokens, Logits which) 
 }
 
 size_t Session::position() const { return impl_->position; }
+
+size_t Session::room() const {
+  const Impl& s = *impl_;
+  size_t used = s.position;
+  if (s.caches.front().evicts()) {
+    used = 0;
+    for (const KVCache& cache : s.caches)
+      for (size_t h = 0; h < cache.kv_heads(); ++h) used = std::max(used, cache.stored_tokens(h));
+  }
+  return s.context > used ? s.context - used : 0;
+}
 size_t Session::context() const { return impl_->context; }
 const Model& Session::model() const { return impl_->model; }
 

@@ -118,6 +118,11 @@ void save_session(const Session& session, std::span<const float> last_logits, co
                             "for the last token)", last_logits.size(), c.vocab));
   }
   const KVCache& first = session.caches().front();
+  if (first.evicts()) {
+    throw Error("save_session: '" + first.spec().to_string() + "' evicts tokens, and session files "
+                "do not hold an eviction policy's state (token scores, sinks); expected a spec "
+                "without a policy");
+  }
   const ModelIdentity model = ModelIdentity::of(session.model());
   session_file::write_session(path, {model, first.spec().to_string(), first.shape().seed,
                                      session.tokens(), last_logits}, session.caches());

@@ -1,0 +1,76 @@
+// KVCache's state and the pieces of it that the attention paths (attend_paths.cpp) and eviction
+// (eviction.cpp) share.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "cache/eviction/policy.h"
+#include "codecs/fp16/fp16_codec.h"
+#include "veloxquant/cache.h"
+
+namespace veloxquant {
+
+// Per-thread scratch of the attend paths; slots 4 and 5 are free for KVCache::attend.
+float* attend_scratch(size_t slot, size_t n);
+
+struct KVCache::Impl {
+  Spec spec;
+  LayerShape shape;
+  LayerCodecs codecs;
+  Fp16Codec fp16;
+  std::vector<CacheStream> keys, values;  // one per KV head
+  size_t tokens = 0;                      // appended so far (stored ones are fewer under eviction)
+
+  // Eviction (spec.eviction set). Every stored token of head h is, in cache order: the sinks,
+  // then the stream's encoded tokens, then its fp16 tail; scores[h] follows that order.
+  std::unique_ptr<EvictionPolicy> policy;
+  std::vector<TokenScores> scores;
+  // Attention sinks (streaming_llm): fp16 rows per head, keys before RoPE; `rope` and
+  // `last_position` rotate them to just before the window at attend time.
+  std::vector<std::vector<uint8_t>> sink_keys, sink_values;
+  size_t sinks = 0;
+  RopeParams rope;
+  int64_t last_position = -1;
+  size_t pending = 0;      // tokens appended since the last evict()
+  size_t min_budget = 0;   // what the policy always keeps: a smaller budget could not be met
+
+  Impl(Spec s, const LayerShape& sh);
+
+  // Tokens head h holds, sinks included.
+  size_t stored(size_t head) const { return sinks + keys[head].encoded + keys[head].tail_tokens; }
+
+  // Appends rows of one head (f32, [n, dim] with the given row stride) to the fp16 tail, then
+  // encodes every full block that has aged out of the residual window.
+  void push(CacheStream& s, const Codec& codec, const float* rows, size_t n, size_t stride) const;
+  size_t stream_bytes(const std::vector<CacheStream>& v, const Codec& c,
+                      const std::vector<std::vector<uint8_t>>& sink_rows) const;
+  void decode_stream(const CacheStream& s, const Codec& c, float* out) const;
+  // Everything head h stores, [stored(h), dim] f32 each: the sinks rotated to their cache
+  // positions, then the stream.
+  void decode_head(size_t head, float* k, float* v) const;
+  std::vector<float> decode_all(bool keys_wanted) const;
+
+  // Attention for the `rows` query rows of one KV head; row r belongs to query token
+  // first_token + r / group and sees cache tokens [0, stored - nq + first_token + r / group].
+  // When `mass` is set, rows of query tokens >= observed_from add their probabilities to it
+  // (one entry per stored token).
+  struct Rows {
+    const float* q;
+    size_t rows, group, first_token, nq;
+    float* mass;
+    size_t observed_from;
+    bool observed(size_t r) const { return mass && first_token + r / group >= observed_from; }
+  };
+  // Fused: scores and weighted sums straight from the codes.
+  void attend_fused(size_t head, const Rows& q, float* out) const;
+  // Decoded: each head decoded once, then scores and outputs as matrix products.
+  void attend_decoded(size_t head, const Rows& q, float* out) const;
+  // Reference: decode everything to f32, then plain softmax attention.
+  void attend_reference(size_t head, const Rows& q, float* out) const;
+
+  // Drops what the policy ranks lowest until every head is within its budget.
+  void evict();
+};
+
+}  // namespace veloxquant
