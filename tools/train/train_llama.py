@@ -137,12 +137,34 @@ def gguf_tensors(model: Llama) -> dict[str, np.ndarray]:
     return {k: v.detach().float().cpu().numpy().astype(np.float16) for k, v in out.items()}
 
 
-def batches(tokens: torch.Tensor, batch: int, context: int, gen: torch.Generator):
+def plant_repeats(window: torch.Tensor, share: float, spans: int, vocab: int, rng: np.random.Generator):
+    """In a `share` of the windows, copies `spans` spans of 16..256 tokens each to later places in
+    the same window; half of those spans are first replaced by random tokens. Prose alone repeats
+    too little for a model this small to learn to copy from its context (induction heads) in this
+    many tokens, and without copying a KV cache's far tokens barely matter, which would make every
+    retrieval test vacuous. The choices come from a CPU generator: no GPU round trip per span."""
+    B, T = window.shape
+    for b in range(B):
+        if rng.random() >= share:
+            continue
+        for _ in range(spans):
+            n = int(rng.integers(16, 257))
+            src = int(rng.integers(0, T - 2 * n))
+            dst = int(rng.integers(src + n, T - n + 1))
+            if rng.random() < 0.5:
+                window[b, src:src + n] = torch.from_numpy(rng.integers(2, vocab, n)).to(window.device)
+            window[b, dst:dst + n] = window[b, src:src + n]
+    return window
+
+
+def batches(tokens: torch.Tensor, batch: int, context: int, gen: torch.Generator, repeat_share: float = 0.0,
+            repeat_spans: int = 1, vocab: int = 4096, seed: int = 1):
     """Random windows of `context` tokens after a BOS: inputs [B, context], targets shifted by one."""
     span = torch.arange(context, device=tokens.device)
+    rng = np.random.default_rng(seed)
     while True:
         starts = torch.randint(0, tokens.numel() - context, (batch,), generator=gen, device=tokens.device)
-        window = tokens[starts[:, None] + span]
+        window = plant_repeats(tokens[starts[:, None] + span], repeat_share, repeat_spans, vocab, rng)
         bos = torch.full((batch, 1), BOS, dtype=window.dtype, device=window.device)
         seq = torch.cat([bos, window], dim=1)
         yield seq[:, :-1], seq[:, 1:]
@@ -167,6 +189,27 @@ def validation_loss(model, valid: torch.Tensor, context: int, windows: int, batc
         count += seq[:, 1:].numel()
     model.train()
     return total / count
+
+
+@torch.no_grad()
+def copy_accuracy(model, valid: torch.Tensor, context: int, windows: int, span: int, gen: torch.Generator) -> float:
+    """Share of a repeated random span's tokens (all but the first) predicted exactly, the first copy
+    at a random depth of a `context`-token window of valid text and the second at its end."""
+    model.eval()
+    hits, total = 0, 0
+    for w in range(windows):
+        seq = torch.cat([valid.new_full((1,), BOS), valid[w * context:(w + 1) * context - 1]])
+        needle = torch.randint(2, int(valid.max()) + 1, (span,), generator=gen, device=valid.device)
+        at = int(torch.randint(1, context - 3 * span, (), generator=gen, device=valid.device))
+        seq[at:at + span] = needle
+        seq[context - span:] = needle
+        with torch.autocast(seq.device.type, dtype=torch.bfloat16):
+            logits = model(seq[None])[0]
+        guess = logits[context - span:context - 1].argmax(-1)
+        hits += int((guess == needle[1:]).sum())
+        total += span - 1
+    model.train()
+    return hits / total
 
 
 @torch.no_grad()
@@ -235,6 +278,9 @@ def main():
     ap.add_argument("--max-seconds", type=float, default=470,
                     help="stop training early past this many seconds (the GPU machine's call limit)")
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--repeat-share", type=float, default=0.0,
+                    help="share of training windows with spans copied later in the window (teaches copying)")
+    ap.add_argument("--repeat-spans", type=int, default=1, help="spans copied in each such window")
     args = ap.parse_args()
 
     torch.manual_seed(args.seed)
@@ -253,7 +299,7 @@ def main():
                             lr=args.lr, betas=(0.9, 0.95), fused=True)
     step_fn = model if args.no_compile else torch.compile(model)
     gen = torch.Generator(device=dev).manual_seed(args.seed)
-    data = batches(train, args.batch, args.context, gen)
+    data = batches(train, args.batch, args.context, gen, args.repeat_share, args.repeat_spans, args.vocab, args.seed)
     tokens_per_step = args.batch * args.context
     print(f"{args.config}: {n_params:,} parameters, {train.numel():,} train tokens, "
           f"{args.steps} steps of {tokens_per_step:,} tokens ({args.steps * tokens_per_step / train.numel():.2f} epochs)",
@@ -297,6 +343,8 @@ def main():
     val = validation_loss(model, valid, args.context, args.valid_windows, 8)
     torch.backends.cuda.matmul.allow_tf32 = False
     stats = realism(model, valid, args.context, windows=2, skip=64)
+    copying = copy_accuracy(model, valid, args.context, windows=16, span=32,
+                            gen=torch.Generator(device=dev).manual_seed(args.seed))
     ref_tokens = torch.cat([valid.new_full((1,), BOS), valid[:31]])
     with torch.no_grad():
         ref_logits = model(ref_tokens[None])[0].float().cpu().numpy()
@@ -305,7 +353,8 @@ def main():
     report = dict(name=args.config, config=dict(c, head_dim=c["dim"] // c["heads"], vocab=args.vocab,
                                                 context=args.context, rope_base=ROPE_BASE, rms_eps=EPS, tied=True),
                   parameters=n_params, seed=args.seed, steps=steps_done, planned_steps=args.steps, batch=args.batch, lr=args.lr,
-                  warmup=args.warmup, train_tokens=int(train.numel()),
+                  warmup=args.warmup, repeat_share=args.repeat_share, repeat_spans=args.repeat_spans, copy_accuracy=round(copying, 4),
+                  train_tokens=int(train.numel()),
                   tokens_seen=steps_done * tokens_per_step, train_seconds=round(train_seconds, 1),
                   final_train_loss=curve[-1]["loss"], valid_loss=round(val, 4), valid_ppl=round(math.exp(val), 3),
                   valid_tokens=min(args.valid_windows, (valid.numel() - 1) // args.context) * args.context,
@@ -313,7 +362,8 @@ def main():
                   torch=torch.__version__)
     with open(os.path.join(args.out, f"{args.config}.json"), "w") as f:
         json.dump(report, f, indent=1)
-    print(f"{args.config}: valid loss {val:.4f} (ppl {math.exp(val):.2f}), {train_seconds:.0f} s training", flush=True)
+    print(f"{args.config}: valid loss {val:.4f} (ppl {math.exp(val):.2f}), copy accuracy {copying:.3f}, "
+          f"{train_seconds:.0f} s training", flush=True)
     for i, s in enumerate(stats):
         print(f"{args.config} layer {i}: sink {s['sink']:.3f} key ratio pre {s['key_channel_ratio_pre_rope']:.2f} "
               f"post {s['key_channel_ratio_post_rope']:.2f}", flush=True)
