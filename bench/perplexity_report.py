@@ -79,15 +79,15 @@ def main():
                 f"{args.chunks} chunks, {rows[0]['scored_tokens']} scored tokens (llama.cpp's recipe). "
                 "KL and top-1 agreement are against the first row's log-probabilities; bytes are "
                 "one full chunk's cache.\n\n")
-        f.write(f"| kv spec | perplexity | vs {specs[0]} | KL (nats/token) | top-1 agreement | KV bytes | compression |\n")
-        f.write("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+        f.write(f"| kv spec | perplexity | vs {specs[0]} | KL (nats/token) | top-1 agreement | KV bytes | compression | peak RSS |\n")
+        f.write("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
         base_ppl = rows[0]["perplexity"]
         for r in rows:
             kl = f"{r['kl_mean']:.5f} ± {r['kl_error']:.5f}" if "kl_mean" in r else "—"
             agree = f"{100 * r['top1_agreement']:.2f}%" if "top1_agreement" in r else "—"
             f.write(f"| `{r['kv']}` | {r['perplexity']:.4f} ± {r['perplexity_error']:.4f} | "
                     f"{r['perplexity'] / base_ppl:.4f}x | {kl} | {agree} | {r['kv_bytes']:,} | "
-                    f"{r['kv_fp16_bytes'] / r['kv_bytes']:.2f}x |\n")
+                    f"{r['kv_fp16_bytes'] / r['kv_bytes']:.2f}x | {r['peak_rss_mib']:.1f} MiB |\n")
     print(f"wrote {out}.json and {out}.md")
 
 

@@ -106,5 +106,15 @@ TEST(SessionTranscode, ABadSpecIsRefusedBeforeWriting) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("b.vqs")));
 }
 
+TEST(SessionTranscode, RefusesATargetThatEvicts) {
+  TempDir dir;
+  const std::vector<int32_t> prompt = test::stories_model().tokenizer().encode("Once upon a time there was a cat.", true);
+  save_fp16(dir.file("a.vqs"), prompt);
+  EXPECT_CONTAINS(test::error_message<Error>([&] {
+                    transcode_session(read_session_file(dir.file("a.vqs")), "h2o:budget=64", dir.file("b.vqs"));
+                  }),
+                  "eviction policy's state");
+}
+
 }  // namespace
 }  // namespace veloxquant

@@ -1,12 +1,8 @@
 // `veloxquant perplexity`: llama.cpp-compatible perplexity of a text file with any KV-cache
 // method, and KL divergence / top-1 agreement against a saved fp16 baseline.
 #include <fmt/format.h>
-#include <unistd.h>
 
-#include <algorithm>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "commands.h"
 #include "run_stats.h"
@@ -23,33 +19,13 @@ struct PerplexityArgs {
   bool json = false;
 };
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot read the text file '" + path + "'");
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Progress on stderr: one line redrawn in place on a terminal ("[=====>    ] 12/40 chunks
-// PPL 9.87"); into a file or pipe, a line at every tenth of the work.
-void show_progress(size_t done, size_t total, double ppl) {
-  const bool tty = isatty(STDERR_FILENO);
-  if (!tty && done != total && done * 10 / total == (done - 1) * 10 / total) return;
-  constexpr size_t kWidth = 30;
-  const size_t filled = done * kWidth / total;
-  std::string bar(kWidth, ' ');
-  std::fill_n(bar.begin(), filled, '=');
-  if (filled < kWidth) bar[filled] = '>';
-  fmt::print(stderr, "{}[{}] {}/{} chunks  PPL {:.4f}{}", tty ? "\r" : "", bar, done, total, ppl,
-             tty && done < total ? "" : "\n");
-}
-
 void run(PerplexityArgs& a) {
   omp_set_num_threads(a.threads);
   const Model model = Model::load(a.model);
   const std::string text = read_text(a.file);
-  a.options.progress = show_progress;
+  a.options.progress = [](size_t done, size_t total, double ppl) {
+    show_progress(done, total, fmt::format("chunks  PPL {:.4f}", ppl));
+  };
   const PerplexityResult r = compute_perplexity(model, text, a.options);
   const std::string kv = parse_spec(a.options.kv_spec).to_string();
   if (a.json) {

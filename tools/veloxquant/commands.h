@@ -14,6 +14,7 @@ Command add_bench_command(CLI::App& app);
 Command add_inspect_command(CLI::App& app);
 Command add_generate_command(CLI::App& app);
 Command add_perplexity_command(CLI::App& app);
+Command add_recall_command(CLI::App& app);
 Command add_session_command(CLI::App& app);
 
 }  // namespace veloxquant::cli

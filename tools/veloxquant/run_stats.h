@@ -1,9 +1,14 @@
-// What the runtime commands share: thread count, peak memory, byte and ratio formatting.
+// What the runtime commands share: thread count, peak memory, reading the text, progress,
+// byte and ratio formatting.
 #pragma once
 
 #include <sys/resource.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include <omp.h>
@@ -11,12 +16,37 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "veloxquant/error.h"
+
 namespace veloxquant::cli {
 
 // "--threads N": OpenMP threads for the matrix products and attention.
 inline void add_threads_option(CLI::App* cmd, int& threads) {
   threads = omp_get_num_procs();
   cmd->add_option("-t,--threads", threads, "CPU threads")->capture_default_str()->check(CLI::Range(1, 1024));
+}
+
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot read the text file '" + path + "'");
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Progress on stderr: one line redrawn in place on a terminal ("[=====>    ] 12/40 chunks
+// PPL 9.87", `what` being "chunks  PPL 9.87"); into a file or pipe, a line at every tenth of the
+// work.
+inline void show_progress(size_t done, size_t total, const std::string& what) {
+  const bool tty = isatty(STDERR_FILENO);
+  if (!tty && done != total && done * 10 / total == (done - 1) * 10 / total) return;
+  constexpr size_t kWidth = 30;
+  const size_t filled = done * kWidth / total;
+  std::string bar(kWidth, ' ');
+  std::fill_n(bar.begin(), filled, '=');
+  if (filled < kWidth) bar[filled] = '>';
+  fmt::print(stderr, "{}[{}] {}/{} {}{}", tty ? "\r" : "", bar, done, total, what,
+             tty && done < total ? "" : "\n");
 }
 
 inline double peak_rss_mib() {

@@ -51,6 +51,10 @@ std::vector<float> restore_session(Session& session, SessionFile file) {
 
 void transcode_session(SessionFile file, std::string_view kv_spec, const std::string& out) {
   const Spec target = parse_spec(kv_spec);
+  if (target.eviction) {
+    throw Error("transcode: '" + target.to_string() + "' evicts tokens, and session files do not "
+                "hold an eviction policy's state; expected a spec without a policy");
+  }
   const std::vector<KVCache> source = session_file::rebuild_caches(
       std::move(file.layers), parse_spec(file.kv_spec), file.codec_seed, file.model);
   std::vector<KVCache> caches;
