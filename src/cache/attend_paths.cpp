@@ -18,22 +18,26 @@ namespace {
 // Per-thread scratch reused across attend calls, so that a long cache does not fault in fresh
 // pages for its score rows at every decode step. Slots 4 and 5 belong to KVCache::attend.
 float* scratch(size_t slot, size_t n) {
-  thread_local std::vector<float> buffers[6];
+  thread_local std::vector<float> buffers[7];
   if (buffers[slot].size() < n) buffers[slot].resize(n);
   return buffers[slot].data();
 }
 
-// A matrix of `rows` rows whose columns [0, split) live in `head` ([rows][split]) and the rest in
-// `tail` ([rows][cols - split]): scores of encoded tokens and of the fp16 tail, without copying.
-struct SplitRows {
+// Score rows of one KV head in two segments, without copying what the codecs wrote: `head`
+// ([rows][split]) holds the encoded tokens; `tail` ([rows][tail_width]) holds the sinks, then the
+// fp16 tail. A prefix of the cache order (sinks, encoded, tail) that a query sees is then a prefix
+// of each segment.
+struct ScoreRows {
   float* head;
   float* tail;
-  size_t split, cols;
-  // Copies row r's columns [from, from + n) to dst.
-  void copy(size_t r, size_t from, size_t n, float* dst) const {
+  size_t split, sinks, tail_width;
+  // Copies row r's stream columns [from, from + n) (stream order: encoded, then tail) to dst.
+  void copy_stream(size_t r, size_t from, size_t n, float* dst) const {
     const size_t in_head = from < split ? std::min(n, split - from) : 0;
     std::copy_n(head + r * split + from, in_head, dst);
-    if (n > in_head) std::copy_n(tail + r * (cols - split) + (from + in_head - split), n - in_head, dst + in_head);
+    if (n > in_head) {
+      std::copy_n(tail + r * tail_width + sinks + (from + in_head - split), n - in_head, dst + in_head);
+    }
   }
 };
 
@@ -45,39 +49,75 @@ void add_to(float* mass, const float* p, size_t n) {
 
 float* attend_scratch(size_t slot, size_t n) { return scratch(slot, n); }
 
+void KVCache::Impl::rotated_sink_keys(size_t head, float* k) const {
+  const size_t d = shape.head_dim;
+  fp16.decode(sink_keys[head].data(), sinks, k);
+  // Cache position i for sink i, counted back from the newest token at last_position: every query
+  // then sees the sinks right before the window (streaming_llm.cpp).
+  const int64_t first = last_position - static_cast<int64_t>(stored(head)) + 1;
+  for (size_t i = 0; i < sinks; ++i) apply_rope(rope, k + i * d, 1, d, first + static_cast<int64_t>(i));
+}
+
 void KVCache::Impl::attend_fused(size_t head, const Rows& q, float* out) const {
   const CacheStream& ks = keys[head];
   const CacheStream& vs = values[head];
   const size_t d = shape.head_dim, rows = q.rows, n = stored(head);
-  const SplitRows s{scratch(0, rows * ks.encoded), scratch(1, rows * ks.tail_tokens), ks.encoded, n};
-  if (ks.encoded) codecs.key->score(q.q, rows, ks.codes.data(), ks.encoded, s.head);
-  if (ks.tail_tokens) fp16.score(q.q, rows, ks.tail.data(), ks.tail_tokens, s.tail);
+  const size_t enc = ks.encoded, tail = ks.tail_tokens, width = sinks + tail;
+  const ScoreRows s{scratch(0, rows * enc), scratch(1, rows * width), enc, sinks, width};
+  if (enc) codecs.key->score(q.q, rows, ks.codes.data(), enc, s.head);
+  if (sinks == 0) {
+    if (tail) fp16.score(q.q, rows, ks.tail.data(), tail, s.tail);
+  } else {
+    // Sinks are few: their rotated keys and the tail's scores are laid side by side per row.
+    float* k = scratch(2, std::max(sinks * d, rows * tail));
+    float* part = scratch(3, rows * sinks);
+    rotated_sink_keys(head, k);
+    simd::dot_f32_rows(q.q, rows, k, sinks, d, part);
+    for (size_t r = 0; r < rows; ++r) std::copy_n(part + r * sinks, sinks, s.tail + r * width);
+    if (tail) {
+      fp16.score(q.q, rows, ks.tail.data(), tail, k);
+      for (size_t r = 0; r < rows; ++r) std::copy_n(k + r * tail, tail, s.tail + r * width + sinks);
+    }
+  }
   // Causal softmax in place; masked tokens get weight 0.
   for (size_t r = 0; r < rows; ++r) {
     const size_t visible = n - q.nq + q.first_token + r / q.group + 1;
-    const size_t in_head = std::min(visible, s.split), in_tail = visible - in_head;
-    float* h = s.head + r * s.split;
-    float* t = s.tail + r * (n - s.split);
-    simd::softmax(h, in_head, t, in_tail);
-    std::fill(h + in_head, h + s.split, 0.0f);
-    std::fill(t + in_tail, t + (n - s.split), 0.0f);
+    const size_t in_sinks = std::min(visible, sinks), in_head = std::min(visible - in_sinks, enc);
+    const size_t in_tail = visible - in_sinks - in_head;
+    float* h = s.head + r * enc;
+    float* t = s.tail + r * width;
+    simd::softmax(h, in_head, t, in_sinks + in_tail);
+    std::fill(h + in_head, h + enc, 0.0f);
+    std::fill(t + in_sinks + in_tail, t + width, 0.0f);
     if (q.observed(r)) {
-      add_to(q.mass, h, in_head);
-      add_to(q.mass + s.split, t, in_tail);
+      add_to(q.mass, t, in_sinks);
+      add_to(q.mass + sinks, h, in_head);
+      add_to(q.mass + sinks + enc, t + sinks, in_tail);
     }
   }
   std::fill(out, out + rows * d, 0.0f);
-  // The value stream may split at another token (its block size differs): re-split the weights.
-  SplitRows w = s;
-  if (vs.encoded != ks.encoded) {
-    w = SplitRows{scratch(2, rows * vs.encoded), scratch(3, rows * vs.tail_tokens), vs.encoded, n};
+  // The value stream may split at another token (its block size differs), and the sinks sit in
+  // the second segment: then the weights are regathered in the value stream's layout.
+  const size_t venc = vs.encoded, vtail = vs.tail_tokens;
+  const float* wh = s.head;
+  const float* wt = s.tail;
+  if (venc != enc || sinks) {
+    float* gh = scratch(2, rows * venc);
+    float* gt = scratch(3, rows * vtail);
     for (size_t r = 0; r < rows; ++r) {
-      s.copy(r, 0, vs.encoded, w.head + r * vs.encoded);
-      s.copy(r, vs.encoded, vs.tail_tokens, w.tail + r * vs.tail_tokens);
+      s.copy_stream(r, 0, venc, gh + r * venc);
+      s.copy_stream(r, venc, vtail, gt + r * vtail);
     }
+    wh = gh;
+    wt = gt;
   }
-  if (vs.encoded) codecs.value->accumulate(w.head, rows, vs.codes.data(), vs.encoded, out);
-  if (vs.tail_tokens) fp16.accumulate(w.tail, rows, vs.tail.data(), vs.tail_tokens, out);
+  if (venc) codecs.value->accumulate(wh, rows, vs.codes.data(), venc, out);
+  if (vtail) fp16.accumulate(wt, rows, vs.tail.data(), vtail, out);
+  if (sinks) {
+    float* ws = scratch(6, rows * sinks);
+    for (size_t r = 0; r < rows; ++r) std::copy_n(s.tail + r * width, sinks, ws + r * sinks);
+    fp16.accumulate(ws, rows, sink_values[head].data(), sinks, out);
+  }
 }
 
 void KVCache::Impl::attend_decoded(size_t head, const Rows& q, float* out) const {

@@ -1,6 +1,7 @@
-// KVCache::evict: the policy ranks, select.h picks whole units under the budget, and the
-// streams are rebuilt from the kept units, so evicted tokens give their memory back.
+// KVCache::evict: the policy ranks, select.h picks whole units under the budget, and the kept
+// units move down in place; memory is given back once half a buffer is unused.
 #include <algorithm>
+#include <cstring>
 
 #include "cache/eviction/select.h"
 #include "cache/kv_cache_impl.h"
@@ -8,35 +9,40 @@
 namespace veloxquant {
 namespace {
 
-// The stream with only the kept stream-token ranges, oldest first. Each range is whole blocks of
-// the encoded part and/or whole rows of the tail, since units never cut a block.
-CacheStream kept_part(const CacheStream& s, const Codec& codec, size_t row_bytes,
-                      const std::vector<Unit>& kept) {
-  CacheStream out;
-  size_t code_bytes = 0, tail_rows = 0;
-  for (const Unit& u : kept) {
-    const size_t enc_end = std::min(u.end, s.encoded);
-    if (u.begin < enc_end) code_bytes += codec.code_bytes(enc_end - u.begin);
-    if (u.end > s.encoded) tail_rows += u.end - std::max(u.begin, s.encoded);
-  }
-  out.codes.reserve(code_bytes);
-  out.tail.reserve(tail_rows * row_bytes);
+// Gives memory back once at least half of a buffer's capacity is unused (a prompt compressed
+// to its budget), without reallocating at every step of a rolling window.
+template <class T>
+void release_spare(std::vector<T>& v) {
+  if (v.capacity() > 2 * v.size() + 64) v.shrink_to_fit();
+}
+
+// Keeps only the given stream-token ranges of `s`, oldest first, moving them down in place. Each
+// range is whole blocks of the encoded part and/or whole rows of the tail, since units never cut a
+// block.
+void keep_ranges(CacheStream& s, const Codec& codec, size_t row_bytes, const std::vector<Unit>& kept) {
+  size_t codes_at = 0, tail_at = 0, encoded = 0, tail_tokens = 0;
   for (const Unit& u : kept) {
     const size_t enc_end = std::min(u.end, s.encoded);
     if (u.begin < enc_end) {
-      const auto first = s.codes.begin() + static_cast<std::ptrdiff_t>(codec.code_bytes(u.begin));
-      out.codes.insert(out.codes.end(), first,
-                       first + static_cast<std::ptrdiff_t>(codec.code_bytes(enc_end - u.begin)));
-      out.encoded += enc_end - u.begin;
+      const size_t from = codec.code_bytes(u.begin), bytes = codec.code_bytes(enc_end - u.begin);
+      std::memmove(s.codes.data() + codes_at, s.codes.data() + from, bytes);
+      codes_at += bytes;
+      encoded += enc_end - u.begin;
     }
     const size_t tail_begin = std::max(u.begin, s.encoded);
     if (tail_begin < u.end) {
-      const auto first = s.tail.begin() + static_cast<std::ptrdiff_t>((tail_begin - s.encoded) * row_bytes);
-      out.tail.insert(out.tail.end(), first, first + static_cast<std::ptrdiff_t>((u.end - tail_begin) * row_bytes));
-      out.tail_tokens += u.end - tail_begin;
+      const size_t bytes = (u.end - tail_begin) * row_bytes;
+      std::memmove(s.tail.data() + tail_at, s.tail.data() + (tail_begin - s.encoded) * row_bytes, bytes);
+      tail_at += bytes;
+      tail_tokens += u.end - tail_begin;
     }
   }
-  return out;
+  s.codes.resize(codes_at);
+  s.tail.resize(tail_at);
+  s.encoded = encoded;
+  s.tail_tokens = tail_tokens;
+  release_spare(s.codes);
+  release_spare(s.tail);
 }
 
 template <class T>
@@ -47,7 +53,7 @@ void keep_entries(std::vector<T>& v, const std::vector<Unit>& units, const std::
     for (size_t t = units[u].begin; t < units[u].end; ++t) v[at++] = v[t];
   }
   v.resize(at);
-  v.shrink_to_fit();
+  release_spare(v);
 }
 
 }  // namespace
@@ -72,8 +78,8 @@ void KVCache::Impl::evict() {
     for (size_t u = 0; u < units.size(); ++u) {
       if (keep[u] && units[u].begin >= sinks) kept.push_back({units[u].begin - sinks, units[u].end - sinks});
     }
-    keys[h] = kept_part(ks, *codecs.key, row_bytes, kept);
-    values[h] = kept_part(vs, *codecs.value, row_bytes, kept);
+    keep_ranges(keys[h], *codecs.key, row_bytes, kept);
+    keep_ranges(values[h], *codecs.value, row_bytes, kept);
     keep_entries(scores[h].score, units, keep);
     keep_entries(scores[h].position, units, keep);
   }

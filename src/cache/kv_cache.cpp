@@ -143,12 +143,8 @@ void KVCache::Impl::decode_stream(const CacheStream& s, const Codec& c, float* o
 void KVCache::Impl::decode_head(size_t head, float* k, float* v) const {
   const size_t d = shape.head_dim;
   if (sinks) {
-    fp16.decode(sink_keys[head].data(), sinks, k);
+    rotated_sink_keys(head, k);
     fp16.decode(sink_values[head].data(), sinks, v);
-    // Cache position i for sink i, counted back from the newest token at last_position: every
-    // query then sees the sinks right before the window (streaming_llm.cpp).
-    const int64_t first = last_position - static_cast<int64_t>(stored(head)) + 1;
-    for (size_t i = 0; i < sinks; ++i) apply_rope(rope, k + i * d, 1, d, first + static_cast<int64_t>(i));
   }
   decode_stream(keys[head], *codecs.key, k + sinks * d);
   decode_stream(values[head], *codecs.value, v + sinks * d);
@@ -316,9 +312,6 @@ void KVCache::attend_into(const TensorView& q, float* out, AttendPath path,
     const Impl::Rows r{qs, rows, group, i0, nq, job_rows_mass, observed_from};
     AttendPath p = path;
     if (p == AttendPath::Auto) p = rows >= kDecodedRows ? AttendPath::Decoded : AttendPath::Fused;
-    // Sinks are stored apart from the codes and re-rotated per call: only the decoding paths
-    // see them.
-    if (p == AttendPath::Fused && m.sinks) p = AttendPath::Decoded;
     if (p == AttendPath::Fused) m.attend_fused(head, r, o);
     else if (p == AttendPath::Decoded) m.attend_decoded(head, r, o);
     else m.attend_reference(head, r, o);

@@ -49,6 +49,8 @@ struct KVCache::Impl {
   // Everything head h stores, [stored(h), dim] f32 each: the sinks rotated to their cache
   // positions, then the stream.
   void decode_head(size_t head, float* k, float* v) const;
+  // The sinks' keys of head h rotated to their cache positions, [sinks, dim].
+  void rotated_sink_keys(size_t head, float* k) const;
   std::vector<float> decode_all(bool keys_wanted) const;
 
   // Attention for the `rows` query rows of one KV head; row r belongs to query token

@@ -145,7 +145,9 @@ void run(const GenerateArgs& a) {
     j["kv_bytes"] = session.kv_bytes();
     j["kv_fp16_bytes"] = session.kv_fp16_bytes();
     j["peak_rss_mib"] = peak_rss_mib();
-    fmt::print("{}\n", j.dump(2));
+    // A sampled byte-level text need not be valid UTF-8 (a token may end mid-character): invalid
+    // bytes become U+FFFD rather than failing the whole run.
+    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return;
   }
   fmt::print("{}\n", pending);

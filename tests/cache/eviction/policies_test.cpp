@@ -104,6 +104,43 @@ TEST(StreamingLlm, AttendsAsIfTokensSatAtTheirCachePositions) {
   EXPECT_EQ(kept[sinks - 1], static_cast<int64_t>(sinks - 1));
 }
 
+// Sinks sit outside the codes and are rotated per call; the fused path gathers them beside the
+// fp16 tail. All three paths must agree, also while the sinks are still filling (queries that
+// see only some of them) and over a block quantizer whose key and value streams split apart.
+TEST(StreamingLlm, AttendPathsAgreeWithSinks) {
+  const RopeParams rope{kDim, 10000.0f, 1.0f, RopeLayout::Interleaved};
+  for (const char* spec : {"streaming_llm:budget=120,sinks=4", "streaming_llm:budget=120,sinks=4+kivi:residual=32"}) {
+    const size_t heads = 2, qh = 4;
+    const Workload w = workload(400, {}, 9, heads);
+    std::vector<float> q(3 * qh * kDim);
+    std::mt19937_64 rng(3);
+    std::normal_distribution<float> n(0.0f, 1.0f);
+    for (float& x : q) x = n(rng);
+    KVCache cache(spec, LayerShape{heads, kDim, 0, 0});
+    auto compare = [&](size_t nq, const char* when) {
+      std::vector<float> fused(nq * qh * kDim), decoded(fused.size()), reference(fused.size());
+      const TensorView view = TensorView::f32(q.data(), {nq, qh, kDim});
+      cache.attend(view, fused.data(), AttendPath::Fused);
+      cache.attend(view, decoded.data(), AttendPath::Decoded);
+      cache.attend(view, reference.data(), AttendPath::Reference);
+      for (size_t i = 0; i < fused.size(); ++i) {
+        ASSERT_NEAR(fused[i], reference[i], 1e-4) << spec << " " << when << " " << i;
+        ASSERT_NEAR(decoded[i], reference[i], 1e-4) << spec << " " << when << " " << i;
+      }
+    };
+    std::vector<int64_t> pos(400);
+    std::iota(pos.begin(), pos.end(), 0);
+    size_t t = 0;
+    for (size_t step : {3, 50, 100, 1, 1, 200}) {
+      cache.append(TensorView::f32(&w.k[t * heads * kDim], {step, heads, kDim}),
+                   TensorView::f32(&w.v[t * heads * kDim], {step, heads, kDim}), std::span(&pos[t], step), rope);
+      t += step;
+      compare(std::min<size_t>(step, 3), step == 3 ? "sinks filling" : "after eviction");
+      cache.evict();
+    }
+  }
+}
+
 TEST(H2o, KeepsHeavyHittersBeyondTheRecentWindow) {
   KVCache cache("h2o:budget=48,recent=0.5", LayerShape{1, kDim, 0, 0});
   run(cache, workload(400, {10, 77, 150}, 3), 100, 400);
