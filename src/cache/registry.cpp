@@ -1,6 +1,8 @@
 // The one list of compression methods. Adding a method: its own folder under src/codecs/, one
 // line here, and its tests; the CLI, the conformance suite and the benchmarks find it here.
+#include "codecs/cachegen/method.h"
 #include "codecs/fp16/method.h"
+#include "codecs/gear/method.h"
 #include "codecs/kivi/method.h"
 #include "codecs/polar/method.h"
 #include "codecs/qjl/method.h"
@@ -20,6 +22,8 @@ const std::vector<MethodInfo>& registered_methods() {
       turboquant_rvq_method(),
       qjl_method(),
       polar_method(),
+      cachegen_method(),
+      gear_method(),
   };
   return all;
 }
