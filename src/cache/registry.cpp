@@ -4,6 +4,7 @@
 #include "codecs/fp16/method.h"
 #include "codecs/gear/method.h"
 #include "codecs/kivi/method.h"
+#include "codecs/kitty/method.h"
 #include "codecs/polar/method.h"
 #include "codecs/qjl/method.h"
 #include "codecs/turboquant/method.h"
@@ -24,6 +25,7 @@ const std::vector<MethodInfo>& registered_methods() {
       polar_method(),
       cachegen_method(),
       gear_method(),
+      kitty_method(),
   };
   return all;
 }

@@ -20,9 +20,13 @@
 #include "veloxquant/cache.h"
 #include "veloxquant/error.h"
 #include "veloxquant/tensor.h"
+#include "codecs/codec_test_helpers.h"
 
 namespace veloxquant::gear {
 namespace {
+
+using test::round_trip;
+using test::sq_error;
 
 GearConfig config(unsigned bits, size_t rank, double sparsity, size_t block = 64) {
   GearConfig c;
@@ -48,20 +52,6 @@ std::vector<float> low_rank_plus_outliers(size_t n, size_t d, bool keys, uint64_
   }
   for (int i = 0; i < 40; ++i) x[rng.next_u64() % (n * d)] += static_cast<float>(15.0 * rng.normal());
   return x;
-}
-
-std::vector<float> round_trip(const Codec& codec, const std::vector<float>& x, size_t n) {
-  std::vector<uint8_t> codes(codec.code_bytes(n));
-  codec.encode(x.data(), n, codes.data());
-  std::vector<float> y(x.size());
-  codec.decode(codes.data(), n, y.data());
-  return y;
-}
-
-double sq_error(const std::vector<float>& x, const std::vector<float>& y) {
-  double e = 0;
-  for (size_t i = 0; i < x.size(); ++i) e += (x[i] - y[i]) * static_cast<double>(x[i] - y[i]);
-  return e;
 }
 
 class GearBits : public ::testing::TestWithParam<unsigned> {};
@@ -254,11 +244,7 @@ TEST(Gear, BadParametersAreNamed) {
 TEST(Gear, CacheErrorBelowItsBaseQuantizer) {
   const size_t tokens = 512, heads = 2, d = 128;
   const SyntheticKV w = make_synthetic_kv(tokens, heads, d, 2, 1, 5);
-  auto errors = [&](const std::string& spec) {
-    KVCache cache(spec, LayerShape{heads, d, 0, 0});
-    cache.append(TensorView::f32(w.keys.data(), {tokens, heads, d}), TensorView::f32(w.values.data(), {tokens, heads, d}));
-    return std::pair{sq_error(w.keys, cache.decode_keys()), sq_error(w.values, cache.decode_values())};
-  };
+  auto errors = [&](const std::string& spec) { return test::cache_errors(spec, w); };
   const auto [gk, gv] = errors("gear");
   const auto [bk, bv] = errors("gear:rank=0,sparsity=0");
   EXPECT_LT(gk, 0.7 * bk);

@@ -1,0 +1,56 @@
+#include <string>
+
+#include "codecs/kitty/kitty_key_codec.h"
+#include "codecs/kitty/method.h"
+#include "codecs/kivi/kivi_value_codec.h"
+#include "veloxquant/error.h"
+
+namespace veloxquant {
+namespace {
+
+void require(bool ok, const std::string& what) {
+  if (!ok) throw SpecError("kitty: " + what);
+}
+
+}  // namespace
+
+MethodInfo kitty_method() {
+  MethodInfo m;
+  m.name = "kitty";
+  m.family = "kitty";
+  m.paper = "KITTY: 2-bit KV cache quantization with dynamic channel-wise precision boost";
+  m.summary = "KIVI-style 2-bit keys per channel with the widest key channels of each block boosted "
+              "to 4 bits (mask stored per block), KIVI values, recent tokens in fp16";
+  m.params = {
+      ParamDef::integer("bits", 2, 1, 8, "key bits of the channels not boosted (2 or 4)"),
+      ParamDef::integer("high_bits", 4, 1, 8, "key bits of the boosted channels (4 or 8, above bits)"),
+      ParamDef::real("boost", 0.125, 0.0, 0.5,
+                     "fraction of key channels boosted per block (round(boost * head_dim) channels)"),
+      ParamDef::integer("vbits", 2, 2, 8, "value bits (2, 4 or 8), KIVI's per-token groups"),
+      ParamDef::integer("group", 32, 16, 4096,
+                        "tokens per key block (multiple of 16) and channels per value group "
+                        "(min(group, head_dim))"),
+      ParamDef::integer("residual", 128, 0, 1 << 20, "most recent tokens kept in fp16"),
+  };
+  m.make = [](const Params& p, const LayerShape& s) {
+    const long bits = p.get_int("bits"), high = p.get_int("high_bits"), group = p.get_int("group");
+    const double boost = p.get_float("boost");
+    const size_t d = s.head_dim;
+    LayerCodecs c;
+    // Values first: their check also covers the group rule the keys share.
+    c.value = kivi::KiviValueCodec::create("kitty", d, p.get_int("vbits"), "vbits", group, "group");
+    require(bits == 2 || bits == 4, "bits=" + std::to_string(bits) + " is not supported; expected 2 or 4");
+    require(high == 4 || high == 8, "high_bits=" + std::to_string(high) + " is not supported; expected 4 or 8");
+    require(high > bits, "high_bits=" + std::to_string(high) + " is not above bits=" + std::to_string(bits) +
+                             "; expected high_bits > bits");
+    require(boost >= 0.0 && boost <= 0.5, "boost=" + std::to_string(boost) + " is out of range; expected 0..0.5");
+    require(d >= 1, "head_dim 0; expected at least 1");
+    c.key = std::make_unique<kitty::KittyKeyCodec>(d, static_cast<unsigned>(bits), static_cast<unsigned>(high),
+                                                   kitty::boost_channels(boost, d), static_cast<size_t>(group));
+    c.residual = static_cast<size_t>(p.get_int("residual"));
+    return c;
+  };
+  return m;
+}
+
+}  // namespace veloxquant
