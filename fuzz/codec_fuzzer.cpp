@@ -148,8 +148,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint64_t seed = in.ConsumeIntegralInRange<uint64_t>(0, 3);
   const veloxquant::LayerCodecs* codecs = nullptr;
   try {
-    const veloxquant::Spec spec{&method, veloxquant::resolve_params(method.name, method.params,
-                                                                    fuzzed_args(method.params, in))};
+    veloxquant::Spec spec;
+    spec.method = &method;
+    spec.params = veloxquant::resolve_params(method.name, method.params, fuzzed_args(method.params, in));
     codecs = &cached_codecs(spec, dim, seed);
   } catch (const veloxquant::Error&) {
     return 0;  // a parameter combination the method refuses, with a message
