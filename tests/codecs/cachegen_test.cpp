@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -215,30 +214,6 @@ TEST(Cachegen, WorksInsideTheCache) {
   EXPECT_LT(std::sqrt(num / den), 0.1);
 }
 
-// Decode speed of a 4096-token, head_dim 128 stream (printed; docs/methods/cachegen.md): the
-// synthetic workload (keys rANS-coded, values mostly raw) and a smooth stream (every block rANS).
-TEST(Cachegen, DecodeSpeed) {
-  const size_t dim = 128, n = 4096;
-  for (bool smooth : {false, true})
-    for (Stream s : {Stream::Keys, Stream::Values}) {
-      const CachegenCodec codec(s, dim, 4, 64, 32);
-      const std::vector<float> x = smooth ? smooth_stream(n, dim, 2) : head_stream(n, dim, s == Stream::Keys, 2);
-      std::vector<uint8_t> codes(codec.code_bytes(n));
-      auto t0 = std::chrono::steady_clock::now();
-      codec.encode(x.data(), n, codes.data());
-      auto t1 = std::chrono::steady_clock::now();
-      std::vector<float> y(n * dim);
-      const int reps = 5;
-      for (int r = 0; r < reps; ++r) codec.decode(codes.data(), n, y.data());
-      auto t2 = std::chrono::steady_clock::now();
-      const double enc = std::chrono::duration<double>(t1 - t0).count();
-      const double dec = std::chrono::duration<double>(t2 - t1).count() / reps;
-      std::printf("[ cachegen ] %s %s, 4096 tokens x 128, %zu of 64 blocks rANS: encode %.3g tokens/s, decode %.3g tokens/s\n",
-                  smooth ? "smooth" : "synthetic", s == Stream::Keys ? "keys" : "values",
-                  codec.rans_blocks(codes.data(), n), double(n) / enc, double(n) / dec);
-      EXPECT_GT(double(n) / dec, 1000.0);
-    }
-}
 
 // Real keys and values: the caches of the project's vq-hd128 model after 2048 tokens of the
 // wikitext-2 test text, default parameters. Prints the slot and the coded bytes per element
