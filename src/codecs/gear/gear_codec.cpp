@@ -11,6 +11,7 @@
 
 #include "codecs/kivi/affine_grid.h"
 #include "core/bitpack.h"
+#include "core/half_bytes.h"
 #include "core/rng.h"
 #include "veloxquant/error.h"
 #include "veloxquant/tensor.h"
@@ -24,12 +25,6 @@ constexpr int kPowerIterations = 4;
 constexpr size_t kOversample = 4;
 constexpr uint64_t kStartSeed = 0x6ea2'2403'0552ull;  // the start block is the same everywhere
 
-uint16_t load_half(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return h;
-}
-void store_half(uint8_t* p, uint16_t h) { std::memcpy(p, &h, 2); }
 // fp16 of a finite float, saturated to the largest finite half (encode never stores infinity).
 uint16_t half_clamped(double x) {
   return f32_to_f16(static_cast<float>(std::clamp(x, -65504.0, 65504.0)));

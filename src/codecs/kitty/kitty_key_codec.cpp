@@ -10,18 +10,13 @@
 
 #include "codecs/kivi/affine_grid.h"
 #include "core/bitpack.h"
+#include "core/half_bytes.h"
 #include "veloxquant/error.h"
 #include "veloxquant/tensor.h"
 
 namespace veloxquant::kitty {
 namespace {
 
-uint16_t load_half(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return h;
-}
-void store_half(uint8_t* p, uint16_t h) { std::memcpy(p, &h, 2); }
 bool boosted(const uint8_t* mask, size_t c) { return ((mask[c / 8] >> (c % 8)) & 1u) != 0; }
 
 }  // namespace
