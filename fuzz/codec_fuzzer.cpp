@@ -92,10 +92,15 @@ void check_fused_paths(const Codec& codec, const std::vector<uint8_t>& codes, si
   if (!close(out, out_reference, max_abs)) __builtin_trap();
 }
 
-void fuzz_codec(const Codec& codec, FuzzedDataProvider& in) {
-  const size_t d = codec.dim(), block = codec.block_tokens();
+void fuzz_codec(const Codec& prototype, FuzzedDataProvider& in) {
+  const size_t d = prototype.dim(), block = prototype.block_tokens();
   const size_t blocks = std::max<size_t>(1, std::min<size_t>(in.ConsumeIntegralInRange<size_t>(1, 3), kMaxTokens / block));
   const size_t n = blocks * block;
+  // Codecs fitted per stream (svdq, palu) are fitted to a fixed smooth prompt first.
+  std::vector<float> prompt(n * d);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = std::sin(static_cast<float>(i) * 0.11f) * 3.0f;
+  const std::shared_ptr<const Codec> fitted = veloxquant::codec_for_stream(prototype, prompt.data(), n);
+  const Codec& codec = *fitted;
   if (in.ConsumeBool()) {
     // Arbitrary code bytes, as a damaged session file would bring them: check_codes may refuse
     // them with veloxquant::Error (KVCache::restore does exactly that); codes it accepts must

@@ -28,6 +28,7 @@ enum class AttendPath {
 // newest tokens in fp16 that have not aged out of the method's residual window yet. Session files
 // save and restore these bytes as they are.
 struct CacheStream {
+  std::vector<uint8_t> state;  // what a codec fitted to this stream keeps (Codec::fit_streams)
   std::vector<uint8_t> codes;  // the codec's bytes for `encoded` tokens
   size_t encoded = 0;
   std::vector<uint8_t> tail;   // fp16 rows of head_dim values, oldest first
@@ -64,6 +65,11 @@ class KVCache {
   // Drops the tokens the policy ranks lowest until every KV head is within its budget (SnapKV
   // and its relatives only after a prompt: a step of more than one token). No-op without a policy.
   void evict();
+  // The end of a forward step, after every query of the step has attended: encodes the blocks a
+  // saliency codec (Codec::wants_attention) held back for their attention, then evict(). The
+  // runtime calls it once per step; append() also encodes held blocks first, so a cache used
+  // without it stays correct, only without the attention of the last step.
+  void finish_step();
   bool evicts() const;
   // The layer's budget in tokens per KV head (0 without a policy). squeeze's budgets come from
   // measured layer importance: the runtime measures it when wants_layer_importance() and sets

@@ -5,7 +5,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
+#include <vector>
 
 namespace veloxquant {
 
@@ -37,6 +39,37 @@ class Codec {
   virtual void encode(const float* x, size_t n, uint8_t* codes) const = 0;
   virtual void decode(const uint8_t* codes, size_t n, float* x) const = 0;
 
+  // Fitted per stream (svdq, palu): bases fitted to the first tokens a layer encodes (the prompt,
+  // at prefill) instead of ahead of time. The codec make() returns is then a prototype that
+  // reports sizes but never encodes. Before a layer's first block is encoded, the cache calls
+  // fit_streams() with every token it holds of every KV head, x: [n, heads, dim], keeps state h
+  // with stream h (CacheStream::state: counted by bytes(), saved by session files) and encodes
+  // stream h through with_states(states, head). A group of heads may share one fitted basis: it
+  // is stored in the state of the group's first head, and the others' states may be empty.
+  virtual bool fits_streams() const { return false; }
+  virtual std::vector<std::vector<uint8_t>> fit_streams(const float* x, size_t n,
+                                                        size_t heads) const;
+  // Throws Error naming what is wrong when the states are not what fit_streams() returns for this
+  // codec (states from a damaged session file).
+  virtual std::unique_ptr<Codec> with_states(const std::vector<std::vector<uint8_t>>& states,
+                                             size_t head) const;
+  // The bytes fit_streams() stores with one stream (the largest, when a group shares a state).
+  virtual size_t stream_state_bytes() const { return 0; }
+
+  // Saliency (zipcache): codecs that store each token by the attention it receives. The cache
+  // keeps such a codec's tokens in fp16 until the queries of the step that appended them have
+  // attended (KVCache::attend_observed), and encodes them at the end of the step
+  // (KVCache::finish_step) with encode_salient(): attention[t] is token t's normalized attention,
+  // the mean probability the query rows that saw it gave it (which, unlike a sum, does not
+  // favour older tokens). nullptr when no query has attended: the codec then falls back to a
+  // proxy of its own (encode() does the same).
+  virtual bool wants_attention() const { return false; }
+  virtual void encode_salient(const float* x, size_t n, const float* attention,
+                              uint8_t* codes) const {
+    (void)attention;
+    encode(x, n, codes);
+  }
+
   // Codes from outside this process (a session file) may be corrupt. Throws Error naming the
   // first field encode() cannot have written; the default accepts every byte pattern, which is
   // right for codecs whose codes are plain indices into complete tables. decode(), score() and
@@ -56,5 +89,10 @@ class Codec {
   virtual void accumulate(const float* w, size_t nq, const uint8_t* codes, size_t n,
                           float* out) const;
 };
+
+// The codec that encodes a lone stream whose first tokens are x ([n, dim]): `codec` itself (not
+// owned) when it is not fitted per stream, else the codec fitted to x as a layer of one KV head.
+// For codec-level tests and tools; KVCache fits its streams itself.
+std::shared_ptr<const Codec> codec_for_stream(const Codec& codec, const float* x, size_t n);
 
 }  // namespace veloxquant

@@ -15,7 +15,7 @@
 namespace veloxquant {
 
 // The only format version this build writes and reads.
-inline constexpr uint32_t kSessionFormatVersion = 1;
+inline constexpr uint32_t kSessionFormatVersion = 2;
 
 // What a session's caches depend on besides the method: equal identities, equal caches.
 struct ModelIdentity {

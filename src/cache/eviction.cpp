@@ -78,8 +78,8 @@ void KVCache::Impl::evict() {
     for (size_t u = 0; u < units.size(); ++u) {
       if (keep[u] && units[u].begin >= sinks) kept.push_back({units[u].begin - sinks, units[u].end - sinks});
     }
-    keep_ranges(keys[h], *codecs.key, row_bytes, kept);
-    keep_ranges(values[h], *codecs.value, row_bytes, kept);
+    keep_ranges(keys[h], key_codec(h), row_bytes, kept);
+    keep_ranges(values[h], value_codec(h), row_bytes, kept);
     keep_entries(scores[h].score, units, keep);
     keep_entries(scores[h].position, units, keep);
   }

@@ -81,12 +81,49 @@ std::string stream_layout_error(const CacheStream& s, const Codec& codec, size_t
   return "";
 }
 
+// The codecs fitted to restored streams (Codec::with_states), one per stream; none when the
+// streams hold no state (a codec that is not fitted, or one not fitted yet). Throws Error naming
+// `what` when the states could not come from the codec.
+std::vector<std::unique_ptr<Codec>> fitted_codecs(const Codec& prototype,
+                                                  const std::vector<CacheStream>& streams,
+                                                  const std::string& what) {
+  std::vector<std::vector<uint8_t>> states;
+  size_t stored = 0;
+  for (const CacheStream& s : streams) {
+    states.push_back(s.state);
+    stored += s.state.size();
+  }
+  std::vector<std::unique_ptr<Codec>> fitted;
+  if (stored == 0) return fitted;
+  if (!prototype.fits_streams()) {
+    throw Error(fmt::format("{} hold {} bytes of fitted state; expected none (the codec is not "
+                            "fitted per stream)", what, stored));
+  }
+  try {
+    for (size_t head = 0; head < streams.size(); ++head) fitted.push_back(prototype.with_states(states, head));
+  } catch (const Error& e) {
+    throw Error(what + ": " + e.what());
+  }
+  return fitted;
+}
+
 }  // namespace
 
 KVCache::Impl::Impl(Spec s, const LayerShape& sh)
     : spec(std::move(s)), shape(sh), codecs(spec.method->make(spec.params, sh)), fp16(sh.head_dim),
       keys(sh.kv_heads), values(sh.kv_heads) {
+  salient = codecs.key->wants_attention() || codecs.value->wants_attention();
+  if (salient) {
+    attention.resize(sh.kv_heads);
+    attention_rows.resize(sh.kv_heads);
+  }
   if (!spec.eviction) return;
+  if (salient) {
+    throw SpecError(spec.to_string() + ": " + spec.method->name + " chooses how to store each "
+                    "token by the attention it receives and an eviction policy drops tokens by "
+                    "the same attention; combining the two is not supported: expected a spec "
+                    "without a policy");
+  }
   policy = spec.eviction->make_policy(spec.eviction_params, sh);
   scores.resize(sh.kv_heads);
   sink_keys.resize(sh.kv_heads);
@@ -107,36 +144,116 @@ KVCache::Impl::Impl(Spec s, const LayerShape& sh)
   policy->set_budget(std::max(policy->budget(), min_budget));
 }
 
-void KVCache::Impl::push(CacheStream& s, const Codec& codec, const float* rows, size_t n,
-                         size_t stride) const {
-  const size_t d = shape.head_dim, row_bytes = fp16.code_bytes(1);
-  const size_t old = s.tail.size();
+void KVCache::Impl::push(CacheStream& s, const float* rows, size_t n, size_t stride) const {
+  const size_t row_bytes = fp16.code_bytes(1), old = s.tail.size();
   s.tail.resize(old + n * row_bytes);
   for (size_t t = 0; t < n; ++t) fp16.encode(rows + t * stride, 1, s.tail.data() + old + t * row_bytes);
   s.tail_tokens += n;
-  const size_t block = codec.block_tokens();
-  if (s.tail_tokens < codecs.residual + block) return;
-  const size_t m = (s.tail_tokens - codecs.residual) / block * block;
-  std::vector<float> x(m * d);
-  fp16.decode(s.tail.data(), m, x.data());
-  const size_t at = s.codes.size();
-  s.codes.resize(at + codec.code_bytes(m));
-  codec.encode(x.data(), m, s.codes.data() + at);
-  s.encoded += m;
-  s.tail.erase(s.tail.begin(), s.tail.begin() + static_cast<std::ptrdiff_t>(m * row_bytes));
-  s.tail_tokens -= m;
+}
+
+void KVCache::Impl::fit_streams_if_due() {
+  const size_t h = shape.kv_heads, d = shape.head_dim;
+  for (const bool is_key : {true, false}) {
+    const Codec& prototype = is_key ? *codecs.key : *codecs.value;
+    std::vector<std::unique_ptr<Codec>>& fitted = is_key ? key_fitted : value_fitted;
+    std::vector<CacheStream>& streams = is_key ? keys : values;
+    if (!prototype.fits_streams() || !fitted.empty()) continue;
+    size_t n = streams[0].tail_tokens;
+    for (const CacheStream& s : streams) n = std::min(n, s.tail_tokens);
+    if (n < codecs.residual + prototype.block_tokens()) continue;  // no block to encode yet
+    // Fitted to every token held so far (the prompt, at prefill), all heads side by side.
+    std::vector<float> x(n * h * d), rows(n * d);
+    for (size_t head = 0; head < h; ++head) {
+      fp16.decode(streams[head].tail.data(), n, rows.data());
+      for (size_t t = 0; t < n; ++t) std::copy_n(rows.data() + t * d, d, x.data() + (t * h + head) * d);
+    }
+    std::vector<std::vector<uint8_t>> states = prototype.fit_streams(x.data(), n, h);
+    if (states.size() != h) {
+      throw Error(fmt::format("{}: the codec fitted {} stream states for {} KV heads",
+                              spec.to_string(), states.size(), h));
+    }
+    for (size_t head = 0; head < h; ++head) fitted.push_back(prototype.with_states(states, head));
+    for (size_t head = 0; head < h; ++head) streams[head].state = std::move(states[head]);
+  }
+}
+
+void KVCache::Impl::encode_aged(size_t head) {
+  const size_t d = shape.head_dim, row_bytes = fp16.code_bytes(1);
+  for (const bool is_key : {true, false}) {
+    CacheStream& s = is_key ? keys[head] : values[head];
+    const Codec& prototype = is_key ? *codecs.key : *codecs.value;
+    // A stream that is to be fitted waits for its fit (heads that eviction left shorter).
+    if (prototype.fits_streams() && (is_key ? key_fitted : value_fitted).empty()) continue;
+    const Codec& codec = is_key ? key_codec(head) : value_codec(head);
+    const size_t block = codec.block_tokens();
+    if (s.tail_tokens < codecs.residual + block) continue;
+    const size_t m = (s.tail_tokens - codecs.residual) / block * block;
+    std::vector<float> x(m * d);
+    fp16.decode(s.tail.data(), m, x.data());
+    const size_t at = s.codes.size();
+    s.codes.resize(at + codec.code_bytes(m));
+    if (codec.wants_attention()) {
+      // Normalized attention of the block's tokens; nullptr when no query has attended to them.
+      std::vector<float> score(m, 0.0f);
+      bool seen = false;
+      for (size_t t = 0; t < m; ++t) {
+        const size_t i = s.encoded + t - attention_first;
+        const float rows = i < attention_rows[head].size() ? attention_rows[head][i] : 0.0f;
+        if (rows > 0) score[t] = attention[head][i] / rows;
+        seen = seen || rows > 0;
+      }
+      codec.encode_salient(x.data(), m, seen ? score.data() : nullptr, s.codes.data() + at);
+    } else {
+      codec.encode(x.data(), m, s.codes.data() + at);
+    }
+    s.encoded += m;
+    s.tail.erase(s.tail.begin(), s.tail.begin() + static_cast<std::ptrdiff_t>(m * row_bytes));
+    s.tail_tokens -= m;
+  }
+}
+
+void KVCache::Impl::encode_all_aged() {
+  fit_streams_if_due();
+  const size_t h = shape.kv_heads;
+  parallel_for(h, [&](size_t head) { encode_aged(head); },
+               keys[0].tail_tokens * shape.head_dim * h >= kParallelAppendElements);
+  if (!salient) return;
+  // What every stream of every head has encoded no longer needs its attention.
+  size_t first = keys[0].encoded;
+  for (size_t head = 0; head < h; ++head) first = std::min({first, keys[head].encoded, values[head].encoded});
+  const auto drop = static_cast<std::ptrdiff_t>(first - attention_first);
+  for (size_t head = 0; head < h; ++head) {
+    attention[head].erase(attention[head].begin(), attention[head].begin() + drop);
+    attention_rows[head].erase(attention_rows[head].begin(), attention_rows[head].begin() + drop);
+  }
+  attention_first = first;
+}
+
+void KVCache::Impl::note_attention(const std::vector<std::vector<float>>& mass, size_t nq, size_t group) {
+  for (size_t head = 0; head < mass.size(); ++head) {
+    const size_t n = stored(head);
+    for (size_t t = attention_first; t < n; ++t) {
+      attention[head][t - attention_first] += mass[head][t];
+      // Query i of nq sees tokens up to n - nq + i: token t is seen by min(nq, n - t) of them.
+      attention_rows[head][t - attention_first] += static_cast<float>(group * std::min(nq, n - t));
+    }
+  }
+}
+
+size_t KVCache::Impl::observed_queries(size_t nq) const {
+  return policy ? policy->observed_queries(nq) : salient ? nq : 0;
 }
 
 size_t KVCache::Impl::stream_bytes(const std::vector<CacheStream>& v, const Codec& c,
                                    const std::vector<std::vector<uint8_t>>& sink_rows) const {
   size_t b = c.state_bytes();
-  for (const auto& s : v) b += s.codes.size() + s.tail.size();
+  for (const auto& s : v) b += s.state.size() + s.codes.size() + s.tail.size();
   for (const auto& s : sink_rows) b += s.size();
   return b;
 }
 
 void KVCache::Impl::decode_stream(const CacheStream& s, const Codec& c, float* out) const {
-  c.decode(s.codes.data(), s.encoded, out);
+  if (s.encoded) c.decode(s.codes.data(), s.encoded, out);  // a codec fitted per stream may not be yet
   fp16.decode(s.tail.data(), s.tail_tokens, out + s.encoded * shape.head_dim);
 }
 
@@ -146,8 +263,8 @@ void KVCache::Impl::decode_head(size_t head, float* k, float* v) const {
     rotated_sink_keys(head, k);
     fp16.decode(sink_values[head].data(), sinks, v);
   }
-  decode_stream(keys[head], *codecs.key, k + sinks * d);
-  decode_stream(values[head], *codecs.value, v + sinks * d);
+  decode_stream(keys[head], key_codec(head), k + sinks * d);
+  decode_stream(values[head], value_codec(head), v + sinks * d);
 }
 
 std::vector<float> KVCache::Impl::decode_all(bool keys_wanted) const {
@@ -223,6 +340,8 @@ void KVCache::append_checked(const TensorView& k, const TensorView& v,
     // RoPE keeps each pair's norm but may move a value near the fp16 limit past it.
     check_storable(kf, "keys after RoPE", m.shape, m.tokens);
   }
+  // Held blocks are encoded before new tokens arrive: their step's queries have attended.
+  if (m.salient) m.encode_all_aged();
   parallel_for(h, [&](size_t head) {
     if (sinks) {
       for (size_t t = 0; t < sinks; ++t) {
@@ -234,11 +353,19 @@ void KVCache::append_checked(const TensorView& k, const TensorView& v,
       }
     }
     if (n > sinks) {
-      m.push(m.keys[head], *m.codecs.key, kf.data() + sinks * row + head * d, n - sinks, row);
-      m.push(m.values[head], *m.codecs.value, vf.data() + sinks * row + head * d, n - sinks, row);
+      m.push(m.keys[head], kf.data() + sinks * row + head * d, n - sinks, row);
+      m.push(m.values[head], vf.data() + sinks * row + head * d, n - sinks, row);
     }
   }, n * row >= kParallelAppendElements);
   m.sinks += sinks;
+  if (m.salient) {
+    for (size_t head = 0; head < h; ++head) {
+      m.attention[head].resize(m.attention[head].size() + n, 0.0f);
+      m.attention_rows[head].resize(m.attention_rows[head].size() + n, 0.0f);
+    }
+  } else {
+    m.encode_all_aged();
+  }
   if (m.policy) {
     for (TokenScores& s : m.scores) {
       s.score.resize(s.score.size() + n, 0.0f);
@@ -258,15 +385,16 @@ void KVCache::attend(const TensorView& q, float* out, AttendPath path) const {
 
 void KVCache::attend_observed(const TensorView& q, float* out) {
   Impl& m = *impl_;
-  if (!m.policy) return attend_into(q, out, AttendPath::Auto, nullptr);
+  if (!m.policy && !m.salient) return attend_into(q, out, AttendPath::Auto, nullptr);
   std::vector<std::vector<float>> mass;
-  const size_t observed = q.rank == 3 ? m.policy->observed_queries(q.dim(0)) : 0;
+  const size_t observed = q.rank == 3 ? m.observed_queries(q.dim(0)) : 0;
   if (observed) {
     mass.resize(m.shape.kv_heads);
     for (size_t h = 0; h < mass.size(); ++h) mass[h].assign(m.stored(h), 0.0f);
   }
   attend_into(q, out, AttendPath::Auto, observed ? &mass : nullptr);
-  m.policy->observe(mass, m.scores);
+  if (m.policy) m.policy->observe(mass, m.scores);
+  else if (observed) m.note_attention(mass, q.dim(0), q.dim(1) / m.shape.kv_heads);
 }
 
 void KVCache::attend_into(const TensorView& q, float* out, AttendPath path,
@@ -292,7 +420,7 @@ void KVCache::attend_into(const TensorView& q, float* out, AttendPath path,
   // Bound the score matrix of one head to about 16M floats by processing query tokens in chunks.
   const size_t chunk = std::max<size_t>(1, (size_t{1} << 24) / (group * most));
   const size_t chunks = (nq + chunk - 1) / chunk;
-  const size_t observed_from = mass ? nq - m.policy->observed_queries(nq) : nq;
+  const size_t observed_from = mass ? nq - m.observed_queries(nq) : nq;
   // Each job adds its rows' probabilities into a buffer of its own; summed per head afterwards.
   std::vector<std::vector<float>> job_mass(mass ? h * chunks : 0);
   parallel_for(h * chunks, [&](size_t job) {
@@ -326,6 +454,10 @@ void KVCache::attend_into(const TensorView& q, float* out, AttendPath path,
 }
 
 void KVCache::evict() { impl_->evict(); }
+void KVCache::finish_step() {
+  if (impl_->salient) impl_->encode_all_aged();
+  impl_->evict();
+}
 bool KVCache::evicts() const { return impl_->policy != nullptr; }
 bool KVCache::wants_layer_importance() const {
   return impl_->policy && impl_->policy->wants_layer_importance();
@@ -378,19 +510,27 @@ void KVCache::restore(std::vector<CacheStream> keys, std::vector<CacheStream> va
                             keys[0].encoded, keys[0].tail_tokens));
   }
   const size_t row_bytes = m.fp16.code_bytes(1);
+  std::vector<std::unique_ptr<Codec>> fitted[2];
   for (const char* kind : {"key", "value"}) {
     const bool is_key = kind[0] == 'k';
     const std::vector<CacheStream>& streams = is_key ? keys : values;
-    const Codec& codec = is_key ? *m.codecs.key : *m.codecs.value;
+    const Codec& prototype = is_key ? *m.codecs.key : *m.codecs.value;
+    fitted[is_key ? 0 : 1] = fitted_codecs(prototype, streams, m.spec.to_string() + ": the " + kind + " streams");
     for (size_t head = 0; head < h; ++head) {
-      const std::string why = stream_layout_error(streams[head], codec, m.codecs.residual, tokens, row_bytes);
+      const std::string why = stream_layout_error(streams[head], prototype, m.codecs.residual, tokens, row_bytes);
       if (!why.empty()) {
         throw Error(fmt::format("{}: the {} stream of KV head {} {}", m.spec.to_string(), kind, head, why));
+      }
+      const std::vector<std::unique_ptr<Codec>>& own = fitted[is_key ? 0 : 1];
+      if (prototype.fits_streams() && own.empty() && streams[head].encoded > 0) {
+        throw Error(fmt::format("{}: the {} stream of KV head {} has {} encoded tokens but no "
+                                "fitted state; expected the state its codes were encoded with",
+                                m.spec.to_string(), kind, head, streams[head].encoded));
       }
       // Restored codes come from outside the process: checked once here, so that attention
       // never meets codes encode() cannot have written (Codec::check_codes).
       try {
-        codec.check_codes(streams[head].codes.data(), streams[head].encoded);
+        (own.empty() ? prototype : *own[head]).check_codes(streams[head].codes.data(), streams[head].encoded);
       } catch (const Error& e) {
         throw Error(fmt::format("{}: the {} stream of KV head {}: {}", m.spec.to_string(), kind, head, e.what()));
       }
@@ -398,7 +538,19 @@ void KVCache::restore(std::vector<CacheStream> keys, std::vector<CacheStream> va
   }
   m.keys = std::move(keys);
   m.values = std::move(values);
+  m.key_fitted = std::move(fitted[0]);
+  m.value_fitted = std::move(fitted[1]);
   m.tokens = tokens;
+  if (m.salient) {  // attention seen before the save is not in the file: held blocks get none
+    m.attention_first = std::min(m.keys[0].encoded, m.values[0].encoded);
+    for (size_t head = 0; head < h; ++head) {
+      m.attention_first = std::min({m.attention_first, m.keys[head].encoded, m.values[head].encoded});
+    }
+    for (size_t head = 0; head < h; ++head) {
+      m.attention[head].assign(tokens - m.attention_first, 0.0f);
+      m.attention_rows[head].assign(tokens - m.attention_first, 0.0f);
+    }
+  }
 }
 
 }  // namespace veloxquant

@@ -35,14 +35,38 @@ struct KVCache::Impl {
   size_t pending = 0;      // tokens appended since the last evict()
   size_t min_budget = 0;   // what the policy always keeps: a smaller budget could not be met
 
+  // Codecs fitted per stream (Codec::fits_streams): one per KV head once the layer's first block
+  // is encoded; empty before, and for codecs that are not fitted.
+  std::vector<std::unique_ptr<Codec>> key_fitted, value_fitted;
+  const Codec& key_codec(size_t head) const { return key_fitted.empty() ? *codecs.key : *key_fitted[head]; }
+  const Codec& value_codec(size_t head) const {
+    return value_fitted.empty() ? *codecs.value : *value_fitted[head];
+  }
+
+  // Saliency codecs (Codec::wants_attention) are encoded at the end of a step. Until then the
+  // attention each fp16 tail token receives is summed per head: attention[h][t - attention_first]
+  // over rows[h][...] query rows, for tokens t >= attention_first.
+  bool salient = false;
+  size_t attention_first = 0;
+  std::vector<std::vector<float>> attention, attention_rows;
+
   Impl(Spec s, const LayerShape& sh);
 
   // Tokens head h holds, sinks included.
   size_t stored(size_t head) const { return sinks + keys[head].encoded + keys[head].tail_tokens; }
 
-  // Appends rows of one head (f32, [n, dim] with the given row stride) to the fp16 tail, then
-  // encodes every full block that has aged out of the residual window.
-  void push(CacheStream& s, const Codec& codec, const float* rows, size_t n, size_t stride) const;
+  // Appends rows of one head (f32, [n, dim] with the given row stride) to the fp16 tail.
+  void push(CacheStream& s, const float* rows, size_t n, size_t stride) const;
+  // Encodes every full block of head h that has aged out of the residual window, fitting the
+  // codecs first when they are fitted per stream and this is the layer's first block.
+  void encode_aged(size_t head);
+  void encode_all_aged();
+  void fit_streams_if_due();
+  // Query tokens of an attend_observed() call of nq whose attention is recorded (the last ones).
+  size_t observed_queries(size_t nq) const;
+  // Adds the attention of the queries of one attend_observed() call (mass: per head, one entry
+  // per stored token) to what saliency codecs rank tokens by.
+  void note_attention(const std::vector<std::vector<float>>& mass, size_t nq, size_t group);
   size_t stream_bytes(const std::vector<CacheStream>& v, const Codec& c,
                       const std::vector<std::vector<uint8_t>>& sink_rows) const;
   void decode_stream(const CacheStream& s, const Codec& c, float* out) const;

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/simd.h"
+#include "veloxquant/error.h"
 #include "veloxquant/codec.h"
 
 namespace veloxquant {
@@ -35,6 +36,19 @@ void Codec::accumulate(const float* w, size_t nq, const uint8_t* codes, size_t n
     for (size_t i = 0; i < nq; ++i) std::copy_n(w + i * n + t0, m, wc.data() + i * m);
     simd::accumulate_f32_rows(wc.data(), nq, x.data(), m, d, out);
   }
+}
+
+std::vector<std::vector<uint8_t>> Codec::fit_streams(const float*, size_t, size_t) const {
+  throw Error("this codec is not fitted per stream (fits_streams() is false)");
+}
+
+std::unique_ptr<Codec> Codec::with_states(const std::vector<std::vector<uint8_t>>&, size_t) const {
+  throw Error("this codec is not fitted per stream (fits_streams() is false)");
+}
+
+std::shared_ptr<const Codec> codec_for_stream(const Codec& codec, const float* x, size_t n) {
+  if (!codec.fits_streams()) return std::shared_ptr<const Codec>(std::shared_ptr<const Codec>(), &codec);
+  return codec.with_states(codec.fit_streams(x, n, 1), 0);
 }
 
 }  // namespace veloxquant

@@ -32,6 +32,7 @@ class Conformance : public ::testing::TestWithParam<std::tuple<std::string, size
       const size_t n = std::min(chunk, w.tokens - t);
       cache.append(TensorView::f32(w.keys.data() + t * row, {n, w.kv_heads, w.head_dim}),
                    TensorView::f32(w.values.data() + t * row, {n, w.kv_heads, w.head_dim}));
+      cache.finish_step();  // as the runtime does after every forward step
     }
     return cache;
   }
@@ -114,13 +115,20 @@ TEST_P(Conformance, CountsBytesExactly) {
       if (tokens > 300 && chunk == 1) continue;
       const SyntheticKV w = make_synthetic_kv(tokens, kHeads, hd, kGroup, 1, tokens);
       const KVCache cache = filled(name(), w, chunk, 5);
-      auto expected = [&](const Codec& codec) {
+      // Codecs fitted per stream add each stream's fitted state, at most stream_state_bytes().
+      auto expected = [&](const Codec& codec, const std::vector<CacheStream>& streams) {
         const size_t b = codec.block_tokens();
         const size_t enc = tokens >= c.residual ? (tokens - c.residual) / b * b : 0;
-        return kHeads * (codec.code_bytes(enc) + (tokens - enc) * hd * 2) + codec.state_bytes();
+        size_t states = 0;
+        for (const CacheStream& s : streams) {
+          EXPECT_LE(s.state.size(), codec.stream_state_bytes());
+          EXPECT_EQ(s.state.empty(), !codec.fits_streams() || enc == 0);
+          states += s.state.size();
+        }
+        return kHeads * (codec.code_bytes(enc) + (tokens - enc) * hd * 2) + codec.state_bytes() + states;
       };
-      EXPECT_EQ(cache.key_bytes(), expected(*c.key)) << tokens << " tokens, chunk " << chunk;
-      EXPECT_EQ(cache.value_bytes(), expected(*c.value)) << tokens << " tokens, chunk " << chunk;
+      EXPECT_EQ(cache.key_bytes(), expected(*c.key, cache.key_streams())) << tokens << " tokens, chunk " << chunk;
+      EXPECT_EQ(cache.value_bytes(), expected(*c.value, cache.value_streams())) << tokens << " tokens, chunk " << chunk;
       EXPECT_EQ(cache.fp16_bytes(), 4 * tokens * kHeads * hd);
     }
   }
@@ -159,10 +167,11 @@ TEST_P(Conformance, FitChangesNothingForTuningFreeCodecs) {
   const SyntheticKV w = make_synthetic_kv(64, 1, hd, 1, 1, 8);
   for (Codec* codec : {c.key.get(), c.value.get()}) {
     ASSERT_FALSE(codec->needs_fit());
+    const std::shared_ptr<const Codec> ready = codec_for_stream(*codec, w.keys.data(), 64);
     std::vector<uint8_t> before(codec->code_bytes(64)), after(before.size());
-    codec->encode(w.keys.data(), 64, before.data());
+    ready->encode(w.keys.data(), 64, before.data());
     codec->fit(w.values.data(), 64);
-    codec->encode(w.keys.data(), 64, after.data());
+    ready->encode(w.keys.data(), 64, after.data());
     EXPECT_EQ(before, after);
   }
 }

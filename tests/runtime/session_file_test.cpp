@@ -144,14 +144,14 @@ TEST(SessionFile, AnotherFormatVersionIsRefused) {
   TempDir dir;
   save_prompt(test::stories_model(), "fp16", 20, dir.file("s.vqs"));
   std::vector<uint8_t> bytes = test::file_bytes(dir.file("s.vqs"));
-  const uint32_t version = 2;
+  const uint32_t version = 1;  // the format before streams held fitted state
   std::memcpy(bytes.data() + 8, &version, 4);
   EXPECT_EQ(test::error_message<FormatError>([&] { parse_session_file(bytes); }),
-            "format version 2; expected version 1, the only one this build reads");
-  test::write_bytes(dir.file("v2.vqs"), bytes);
-  EXPECT_EQ(test::error_message<FormatError>([&] { read_session_file(dir.file("v2.vqs")); }),
-            "session file '" + dir.file("v2.vqs") +
-                "': format version 2; expected version 1, the only one this build reads");
+            "format version 1; expected version 2, the only one this build reads");
+  test::write_bytes(dir.file("v1.vqs"), bytes);
+  EXPECT_EQ(test::error_message<FormatError>([&] { read_session_file(dir.file("v1.vqs")); }),
+            "session file '" + dir.file("v1.vqs") +
+                "': format version 1; expected version 2, the only one this build reads");
 }
 
 TEST(SessionFile, MoreTokensThanTheContextAreRefused) {

@@ -93,7 +93,7 @@ TEST(CliSession, InfoPrintsTheHeaderAndEverySection) {
   const auto r = run_cli("session info '" + file + "'");
   ASSERT_EQ(r.code, 0) << r.err;
   for (const std::string& line :
-       {"file:           " + file + " (", std::string(" bytes, format version 1)\n"),
+       {"file:           " + file + " (", std::string(" bytes, format version 2)\n"),
         std::string("model:          llama, 5 layers, 8 heads, 4 KV heads x 8, embedding 64, "
                     "feed_forward 172, vocab 512, context 2048\n"),
         "kv spec:        " + parse_spec("polar").to_string() + " (codec seed 0)\n",

@@ -16,13 +16,15 @@ LayerCodecs default_codecs(const MethodInfo& m) {
 }
 
 // Bits per element of K+V at default parameters, measured from code_bytes() on a long stream
-// (head_dim 128, 4096 tokens) with the residual window counted as fp16.
+// (head_dim 128, 4096 tokens) with the residual window counted as fp16, and the state a codec
+// fitted per stream keeps.
 double measured_bits(const LayerCodecs& c) {
   const size_t tokens = kTokens, d = kDim;
   auto stream_bytes = [&](const Codec& codec) {
     const size_t stored = std::min(tokens, c.residual);
     size_t encoded = (tokens - stored) / codec.block_tokens() * codec.block_tokens();
-    return codec.code_bytes(encoded) + (tokens - encoded) * d * 2 + codec.state_bytes();
+    return codec.code_bytes(encoded) + (tokens - encoded) * d * 2 + codec.state_bytes() +
+           codec.stream_state_bytes();
   };
   return 8.0 * static_cast<double>(stream_bytes(*c.key) + stream_bytes(*c.value)) /
          static_cast<double>(2 * tokens * d);

@@ -153,7 +153,7 @@ struct Session::Impl {
       for (size_t l = 0; l < c.layers; ++l) caches[l].set_budget(budgets[l]);
       importance_set = true;
     }
-    for (KVCache& cache : caches) cache.evict();
+    for (KVCache& cache : caches) cache.finish_step();
     position += n;
     history.insert(history.end(), tokens, tokens + n);
     if (first_logit >= n) return;

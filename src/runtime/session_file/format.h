@@ -1,4 +1,4 @@
-// Session file format version 1, shared by the writer and the reader. docs/sessions.md has the
+// Session file format version 2, shared by the writer and the reader. docs/sessions.md has the
 // byte-by-byte table. Every integer is little-endian; every section is framed as
 //   tag (4 ASCII bytes) | u64 payload length | payload | u64 XXH64 of tag, length and payload
 // and the sections follow the 12-byte header in one fixed order: MODL SPEC ARTF TOKS LGTS, then

@@ -181,6 +181,9 @@ std::vector<float> read_logits(PayloadReader r, uint32_t vocab) {
 
 CacheStream read_stream(PayloadReader& r, uint64_t tokens, uint32_t head_dim, std::string_view what) {
   CacheStream s;
+  const uint64_t state_bytes = r.read<uint64_t>(fmt::format("the fitted state size of {}", what));
+  const auto state = r.take(state_bytes, fmt::format("the fitted state of {}", what));
+  s.state.assign(state.begin(), state.end());
   s.encoded = r.read<uint64_t>(fmt::format("the encoded token count of {}", what));
   const uint64_t code_bytes = r.read<uint64_t>(fmt::format("the code size of {}", what));
   const auto codes = r.take(code_bytes, fmt::format("the codes of {}", what));

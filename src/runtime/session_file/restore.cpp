@@ -66,6 +66,7 @@ void transcode_session(SessionFile file, std::string_view kv_spec, const std::st
     // through the append that does not rotate.
     const std::vector<float> k = source[l].decode_keys(), v = source[l].decode_values();
     caches.back().append(TensorView::f32(k.data(), {n, h, d}), TensorView::f32(v.data(), {n, h, d}));
+    caches.back().finish_step();  // blocks a saliency codec held are encoded now, as after a step
   }
   session_file::write_session(out, {file.model, target.to_string(), file.codec_seed, file.tokens,
                                     file.logits}, caches);

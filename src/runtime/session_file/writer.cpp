@@ -45,6 +45,8 @@ class SectionBuilder {
 };
 
 void put_stream(SectionBuilder& s, const CacheStream& stream) {
+  s.put<uint64_t>(stream.state.size());
+  s.put_bytes(stream.state);
   s.put<uint64_t>(stream.encoded);
   s.put<uint64_t>(stream.codes.size());
   s.put_bytes(stream.codes);
@@ -55,7 +57,7 @@ void put_stream(SectionBuilder& s, const CacheStream& stream) {
 size_t layer_bytes(const KVCache& cache) {
   size_t b = 4 + 8;
   for (const auto* streams : {&cache.key_streams(), &cache.value_streams()})
-    for (const CacheStream& s : *streams) b += 3 * 8 + s.codes.size() + s.tail.size();
+    for (const CacheStream& s : *streams) b += 4 * 8 + s.state.size() + s.codes.size() + s.tail.size();
   return b;
 }
 
