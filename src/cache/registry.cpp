@@ -4,6 +4,7 @@
 #include "codecs/fp16/method.h"
 #include "codecs/gear/method.h"
 #include "codecs/kivi/method.h"
+#include "codecs/kivi_sink/method.h"
 #include "codecs/kitty/method.h"
 #include "codecs/polar/method.h"
 #include "codecs/qjl/method.h"
@@ -18,6 +19,7 @@ const std::vector<MethodInfo>& registered_methods() {
   static const std::vector<MethodInfo> all = {
       fp16_method(),
       kivi_method(),
+      kivi_sink_method(),
       turboquant_mse_method(),
       turboquant_prod_method(),
       turboquant_rvq_method(),
