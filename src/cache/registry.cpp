@@ -6,9 +6,11 @@
 #include "codecs/kivi/method.h"
 #include "codecs/kivi_sink/method.h"
 #include "codecs/kitty/method.h"
+#include "codecs/palu/method.h"
 #include "codecs/polar/method.h"
 #include "codecs/qjl/method.h"
 #include "codecs/turboquant/method.h"
+#include "codecs/zipcache/method.h"
 #include "cache/eviction/methods.h"
 #include "veloxquant/error.h"
 #include "veloxquant/method.h"
@@ -28,6 +30,8 @@ const std::vector<MethodInfo>& registered_methods() {
       cachegen_method(),
       gear_method(),
       kitty_method(),
+      zipcache_method(),
+      palu_method(),
   };
   return all;
 }
