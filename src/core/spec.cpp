@@ -22,6 +22,12 @@ std::string format_number(double v) {
   return std::string(buf, end);
 }
 
+// Integers in plain digits: the shortest double form writes 1000000 as "1e+06", which an
+// integer parameter does not parse back.
+std::string format_value(ParamType type, double v) {
+  return type == ParamType::Int ? std::to_string(static_cast<long long>(v)) : format_number(v);
+}
+
 std::string join(const std::vector<std::string>& v, const char* sep) {
   std::string out;
   for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
@@ -77,7 +83,7 @@ ParamDef ParamDef::choice(std::string name, std::vector<std::string> choices, st
 std::string ParamDef::format_default() const {
   switch (type) {
     case ParamType::Int:
-    case ParamType::Float: return format_number(default_value);
+    case ParamType::Float: return format_value(type, default_value);
     case ParamType::Bool: return default_value != 0 ? "true" : "false";
     case ParamType::Choice: return default_choice;
   }
@@ -88,7 +94,7 @@ std::string ParamDef::describe() const {
   switch (type) {
     case ParamType::Int:
     case ParamType::Float:
-      return format_default() + " (" + format_number(min) + ".." + format_number(max) + ")";
+      return format_default() + " (" + format_value(type, min) + ".." + format_value(type, max) + ")";
     case ParamType::Bool: return format_default() + " (true|false)";
     case ParamType::Choice: return default_choice + " (" + join(choices, "|") + ")";
   }
@@ -118,7 +124,7 @@ const std::string& Params::get_choice(std::string_view name) const {
 std::string Params::format(const ParamDef& def) const {
   switch (def.type) {
     case ParamType::Int:
-    case ParamType::Float: return format_number(get_float(def.name));
+    case ParamType::Float: return format_value(def.type, get_float(def.name));
     case ParamType::Bool: return get_bool(def.name) ? "true" : "false";
     case ParamType::Choice: return get_choice(def.name);
   }

@@ -198,6 +198,14 @@ TEST(Spec, FormatIsCanonicalAndRoundTrips) {
             "m:bits=1,ratio=0.5,sink=true,mode=fp16");
 }
 
+// Integers with trailing zeros are written in digits ("1e+06" would not parse as an integer).
+TEST(Spec, LargeIntegersRoundTrip) {
+  const Spec s = parse_spec("kivi:residual=1000000");
+  EXPECT_NE(s.to_string().find("residual=1000000"), std::string::npos) << s.to_string();
+  EXPECT_EQ(parse_spec(s.to_string()), s);
+  EXPECT_EQ(ParamDef::integer("n", 2000000, 0, 100000000, "").describe(), "2000000 (0..100000000)");
+}
+
 TEST(Spec, ParseFp16) {
   const Spec s = parse_spec("fp16");
   ASSERT_NE(s.method, nullptr);
