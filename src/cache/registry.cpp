@@ -9,6 +9,7 @@
 #include "codecs/palu/method.h"
 #include "codecs/polar/method.h"
 #include "codecs/qjl/method.h"
+#include "codecs/svdq/method.h"
 #include "codecs/turboquant/method.h"
 #include "codecs/zipcache/method.h"
 #include "cache/eviction/methods.h"
@@ -32,6 +33,7 @@ const std::vector<MethodInfo>& registered_methods() {
       kitty_method(),
       zipcache_method(),
       palu_method(),
+      svdq_method(),
   };
   return all;
 }
