@@ -152,8 +152,9 @@ void compare_attention(const Case& k, vc::DeviceCache& gpu, std::vector<vq::KVCa
     std::vector<vq::CacheStream> keys(kKvHeads), values(kKvHeads);
     for (size_t h = 0; h < kKvHeads; ++h) {
       const vc::HostStream ks = gpu.download_keys(b, h), vs = gpu.download_values(b, h);
-      keys[h] = vq::CacheStream{ks.codes, ks.encoded, ks.tail, ks.tail_tokens};
-      values[h] = vq::CacheStream{vs.codes, vs.encoded, vs.tail, vs.tail_tokens};
+      // No fitted state: the GPU runs none of the methods fitted per stream.
+      keys[h] = vq::CacheStream{{}, ks.codes, ks.encoded, ks.tail, ks.tail_tokens};
+      values[h] = vq::CacheStream{{}, vs.codes, vs.encoded, vs.tail, vs.tail_tokens};
     }
     from_gpu.restore(std::move(keys), std::move(values));
     from_gpu.attend(view, restored.data() + b * qh * d, vq::AttendPath::Reference);
