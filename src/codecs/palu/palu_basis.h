@@ -12,11 +12,9 @@ namespace veloxquant::palu {
 inline size_t group_first(size_t head, size_t group) { return head / group * group; }
 
 // The orthonormal basis of the heads [first, first + count) of x ([n, heads, dim]), [dim][rank]
-// row-major: column j is the right singular vector of the group's vectors stacked (all tokens of
-// all its heads, one matrix) with the j-th largest singular value (the eigenvectors of their
-// uncentred Gram matrix), its largest entry made positive. Directions the data does not span
-// (fewer vectors than rank, zeros) are completed by the standard axes e_0, e_1, ... orthogonalized
-// against the columns before them, so the basis depends on nothing but x.
+// row-major: column j is principal direction j (core/principal_basis.h) of the group's vectors
+// stacked (all tokens of all its heads, one matrix), completed deterministically where the data
+// does not span rank directions.
 //
 // With `hadamard`, the columns [0, hi) and [hi, rank) are then each rotated by an orthonormal
 // Walsh-Hadamard transform (hadamard_blocks), as Palu folds the transform into its projection

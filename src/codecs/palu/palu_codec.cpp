@@ -10,6 +10,7 @@
 #include "codecs/palu/palu_basis.h"
 #include "core/bitpack.h"
 #include "core/half_bytes.h"
+#include "core/principal_basis.h"
 #include "core/simd.h"
 #include "veloxquant/error.h"
 #include "veloxquant/tensor.h"
@@ -26,16 +27,9 @@ constexpr double kOrthonormalTolerance = 2e-3;
 
 bool half_finite(uint16_t h) { return (h & 0x7C00) != 0x7C00; }
 
-// The smallest power of two >= 2 sqrt(dim).
-float latent_unit(size_t dim) {
-  float u = 1;
-  while (static_cast<double>(u) * u < 4.0 * static_cast<double>(dim)) u *= 2;
-  return u;
-}
-
 }  // namespace
 
-PaluCodec::PaluCodec(PaluConfig cfg) : cfg_(std::move(cfg)), unit_(latent_unit(cfg_.dim)) {
+PaluCodec::PaluCodec(PaluConfig cfg) : cfg_(std::move(cfg)), unit_(latent_scale(cfg_.dim)) {
   size_t grids = 0, code_bytes = 0;
   const auto add = [&](size_t first, size_t count, unsigned bits, const char* name) {
     if (count == 0) return;

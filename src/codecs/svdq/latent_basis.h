@@ -11,17 +11,10 @@
 
 namespace veloxquant::svdq {
 
-// Latents are stored divided by this power of two, the smallest >= 2 sqrt(dim): a latent is
-// bounded by the key's norm, up to sqrt(dim) x 65504, so a latent over c stays within half the
-// fp16 range and KIVI's fp16 minimum and step over it cannot overflow. Powers of two scale
-// exactly.
-float latent_scale(size_t dim);
-
-// The state of one stream: the `rank` leading right singular vectors of the n keys at
-// x[t * stride .. t * stride + dim) (the eigenvectors of K^T K, in double), each with its
-// largest-magnitude element made positive so the basis is canonical. Directions of singular
-// value zero (fewer tokens than rank, or rank-deficient keys) are completed deterministically to
-// an orthonormal set by a Householder QR of the vectors found (identity columns when none).
+// The state of one stream: principal_directions() (core/principal_basis.h) of the n keys at
+// x[t * stride .. t * stride + dim), the `rank` leading right singular vectors, in fp16. Latents
+// are stored divided by latent_scale(dim), so KIVI's fp16 minimum and step over them cannot
+// overflow.
 std::vector<uint8_t> fit_basis_state(const float* x, size_t n, size_t stride, size_t dim,
                                      size_t rank);
 
