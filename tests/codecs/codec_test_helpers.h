@@ -7,8 +7,10 @@
 #include <vector>
 
 #include "eval/synthetic_kv.h"
+#include "expect_error.h"
 #include "veloxquant/cache.h"
 #include "veloxquant/codec.h"
+#include "veloxquant/error.h"
 
 namespace veloxquant::test {
 
@@ -32,6 +34,14 @@ inline std::pair<double, double> cache_errors(const std::string& spec, const Syn
   cache.append(TensorView::f32(w.keys.data(), {w.tokens, w.kv_heads, w.head_dim}),
                TensorView::f32(w.values.data(), {w.tokens, w.kv_heads, w.head_dim}));
   return {sq_error(w.keys, cache.decode_keys()), sq_error(w.values, cache.decode_values())};
+}
+
+// A cache of `spec` is refused with a SpecError whose message names `name` (a parameter).
+inline void expect_refused_naming(const std::string& spec, const std::string& name,
+                                  const LayerShape& shape = LayerShape{1, 128, 0, 0}) {
+  const std::string message = error_message<SpecError>([&] { KVCache cache(spec, shape); });
+  EXPECT_FALSE(message.empty()) << spec << " was accepted";
+  EXPECT_CONTAINS(message, name);
 }
 
 }  // namespace veloxquant::test

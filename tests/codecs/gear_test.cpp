@@ -218,25 +218,16 @@ TEST(Gear, CorruptCodesAreRefused) {
 
 // Bad parameters are SpecErrors naming the parameter and what is allowed.
 TEST(Gear, BadParametersAreNamed) {
-  const LayerShape shape{1, 128, 0, 0};
-  auto expect_named = [&](const std::string& spec, const std::string& name, const LayerShape& s) {
-    try {
-      KVCache cache(spec, s);
-      ADD_FAILURE() << spec << " was accepted";
-    } catch (const SpecError& e) {
-      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
-    }
-  };
-  expect_named("gear:bits=3", "bits", shape);
-  expect_named("gear:bits=8", "bits", shape);
-  expect_named("gear:rank=17", "rank", shape);
-  expect_named("gear:sparsity=0.2", "sparsity", shape);
-  expect_named("gear:sparsity=-0.01", "sparsity", shape);
-  expect_named("gear:block=24", "block", shape);
-  expect_named("gear:block=8", "block", shape);
-  expect_named("gear:block=2048", "block", shape);
-  expect_named("gear:rank=16", "rank", LayerShape{1, 8, 0, 0});  // rank above head_dim 8
-  EXPECT_NO_THROW(KVCache("gear:bits=4,rank=16,sparsity=0.1,block=1024,residual=0", shape));
+  test::expect_refused_naming("gear:bits=3", "bits");
+  test::expect_refused_naming("gear:bits=8", "bits");
+  test::expect_refused_naming("gear:rank=17", "rank");
+  test::expect_refused_naming("gear:sparsity=0.2", "sparsity");
+  test::expect_refused_naming("gear:sparsity=-0.01", "sparsity");
+  test::expect_refused_naming("gear:block=24", "block");
+  test::expect_refused_naming("gear:block=8", "block");
+  test::expect_refused_naming("gear:block=2048", "block");
+  test::expect_refused_naming("gear:rank=16", "rank", LayerShape{1, 8, 0, 0});  // rank above head_dim 8
+  EXPECT_NO_THROW(KVCache("gear:bits=4,rank=16,sparsity=0.1,block=1024,residual=0", LayerShape{1, 128, 0, 0}));
 }
 
 // In the cache: GEAR at its defaults stores keys and values closer to the input than KIVI's

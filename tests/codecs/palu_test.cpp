@@ -396,23 +396,15 @@ TEST(Palu, CacheFitsOneBasisPerGroupAtPrefill) {
 // Bad parameters are SpecErrors naming the parameter.
 TEST(Palu, BadParametersAreNamed) {
   const LayerShape shape{2, 128, 0, 0};
-  auto expect_named = [&](const std::string& spec, const std::string& name) {
-    try {
-      KVCache cache(spec, shape);
-      ADD_FAILURE() << spec << " was accepted";
-    } catch (const SpecError& e) {
-      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
-    }
-  };
-  expect_named("palu:rank_ratio=0", "rank_ratio");
-  expect_named("palu:rank_ratio=1.5", "rank_ratio");
-  expect_named("palu:hi_fraction=-0.1", "hi_fraction");
-  expect_named("palu:hi_bits=0", "hi_bits");
-  expect_named("palu:hi_bits=9", "hi_bits");
-  expect_named("palu:lo_bits=0", "lo_bits");
-  expect_named("palu:hi_bits=2,lo_bits=4", "lo_bits");
-  expect_named("palu:group=0", "group");
-  expect_named("palu:hadamard=maybe", "hadamard");
+  test::expect_refused_naming("palu:rank_ratio=0", "rank_ratio", shape);
+  test::expect_refused_naming("palu:rank_ratio=1.5", "rank_ratio", shape);
+  test::expect_refused_naming("palu:hi_fraction=-0.1", "hi_fraction", shape);
+  test::expect_refused_naming("palu:hi_bits=0", "hi_bits", shape);
+  test::expect_refused_naming("palu:hi_bits=9", "hi_bits", shape);
+  test::expect_refused_naming("palu:lo_bits=0", "lo_bits", shape);
+  test::expect_refused_naming("palu:hi_bits=2,lo_bits=4", "lo_bits", shape);
+  test::expect_refused_naming("palu:group=0", "group", shape);
+  test::expect_refused_naming("palu:hadamard=maybe", "hadamard", shape);
   EXPECT_NO_THROW(KVCache("palu:rank_ratio=1,hi_fraction=0,hi_bits=8,lo_bits=8,group=256,hadamard=false,residual=0", shape));
 }
 

@@ -330,25 +330,16 @@ TEST(ZipCache, CacheStoresTheAttendedTokensAtHighBits) {
 
 // Bad parameters are SpecErrors naming the parameter.
 TEST(ZipCache, BadParametersAreNamed) {
-  const LayerShape shape{1, 128, 0, 0};
-  auto expect_named = [&](const std::string& spec, const std::string& name) {
-    try {
-      KVCache cache(spec, shape);
-      ADD_FAILURE() << spec << " was accepted";
-    } catch (const SpecError& e) {
-      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
-    }
-  };
-  expect_named("zipcache:hi_bits=2", "hi_bits");
-  expect_named("zipcache:hi_bits=9", "hi_bits");
-  expect_named("zipcache:lo_bits=1", "lo_bits");
-  expect_named("zipcache:lo_bits=4,hi_bits=4", "hi_bits");
-  expect_named("zipcache:hi_fraction=1.5", "hi_fraction");
-  expect_named("zipcache:hi_fraction=-0.1", "hi_fraction");
-  expect_named("zipcache:block=4", "block");
-  expect_named("zipcache:saliency=random", "saliency");
-  EXPECT_NO_THROW(KVCache("zipcache:hi_bits=8,lo_bits=4,hi_fraction=1,block=12,saliency=key_norm,residual=0", shape));
-  EXPECT_NO_THROW(KVCache("zipcache:hi_fraction=0", shape));
+  test::expect_refused_naming("zipcache:hi_bits=2", "hi_bits");
+  test::expect_refused_naming("zipcache:hi_bits=9", "hi_bits");
+  test::expect_refused_naming("zipcache:lo_bits=1", "lo_bits");
+  test::expect_refused_naming("zipcache:lo_bits=4,hi_bits=4", "hi_bits");
+  test::expect_refused_naming("zipcache:hi_fraction=1.5", "hi_fraction");
+  test::expect_refused_naming("zipcache:hi_fraction=-0.1", "hi_fraction");
+  test::expect_refused_naming("zipcache:block=4", "block");
+  test::expect_refused_naming("zipcache:saliency=random", "saliency");
+  EXPECT_NO_THROW(KVCache("zipcache:hi_bits=8,lo_bits=4,hi_fraction=1,block=12,saliency=key_norm,residual=0", LayerShape{1, 128, 0, 0}));
+  EXPECT_NO_THROW(KVCache("zipcache:hi_fraction=0", LayerShape{1, 128, 0, 0}));
 }
 
 }  // namespace
