@@ -3,7 +3,9 @@
 // store of the same token. Writes JSON lines (one record per measurement) to --out; the driver
 // bench/cuda/run_h200.sh adds PyTorch SDPA on the same shapes and writes the report.
 //
-//   veloxquant_cuda_bench --out FILE [--quick] [--iters N]
+//   veloxquant_cuda_bench --out FILE [--quick] [--iters N] [--method NAME] [--batch B] [--seq S]
+//
+// --method, --batch and --seq keep one method or shape (to profile a single configuration).
 //
 // Each timing is the median of N >= 50 single launches timed with CUDA events after warm-up; when
 // one cache would fit in L2 (60 MB) the launches rotate over several caches, so the bytes come
@@ -14,6 +16,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -127,12 +130,18 @@ int main(int argc, char** argv) {
   const char* out_path = nullptr;
   bool quick = false;
   int iters = 50;
+  std::string only_method;
+  size_t only_batch = 0, only_seq = 0;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) iters = std::max(50, std::atoi(argv[++i]));
+    else if (!std::strcmp(argv[i], "--method") && i + 1 < argc) only_method = argv[++i];
+    else if (!std::strcmp(argv[i], "--batch") && i + 1 < argc) only_batch = std::strtoull(argv[++i], nullptr, 10);
+    else if (!std::strcmp(argv[i], "--seq") && i + 1 < argc) only_seq = std::strtoull(argv[++i], nullptr, 10);
     else {
-      std::fprintf(stderr, "usage: %s --out FILE [--quick] [--iters N>=50]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s --out FILE [--quick] [--iters N>=50] [--method NAME] [--batch B] [--seq S]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -155,6 +164,10 @@ int main(int argc, char** argv) {
     for (size_t batch : batches)
       for (size_t seq : lengths)
         for (const Method& m : methods) {
+          if ((!only_method.empty() && only_method != m.name) || (only_batch && only_batch != batch) ||
+              (only_seq && only_seq != seq)) {
+            continue;
+          }
           const int append_steps = 10 + iters;
           const vc::CacheConfig config = config_for(m, batch, seq + append_steps);
           // Enough caches that their reads do not fit in L2 together.

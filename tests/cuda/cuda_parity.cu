@@ -34,9 +34,10 @@ struct Case {
   unsigned bits;
   size_t dim, group_heads;  // head_dim, query heads per KV head
   double bound;             // on the normalized attention error against the CPU reference
+  size_t kivi_group = 32;   // KIVI: tokens per key block, channels per value scale
 };
 
-constexpr size_t kBatch = 2, kKvHeads = 2, kPrefill = 300, kSteps = 41, kGroup = 32, kResidual = 64;
+constexpr size_t kBatch = 2, kKvHeads = 2, kPrefill = 300, kSteps = 41, kResidual = 64;
 constexpr int kLayer = 3;
 constexpr uint64_t kSeed = 42;
 
@@ -168,7 +169,7 @@ Result run_case(const Case& k, std::mt19937& gen) {
   vc::CacheConfig config;
   config.format = k.format;
   config.batch = kBatch, config.kv_heads = kKvHeads, config.head_dim = d, config.capacity = total;
-  config.bits = k.bits, config.group = kGroup;
+  config.bits = k.bits, config.group = k.kivi_group;
   config.residual = k.format == vc::CacheFormat::Kivi ? kResidual : 0;
   config.rope = llama_rope(d);
   if (k.format == vc::CacheFormat::TurboQuantMse) config.turboquant = turboquant_tables(d, k.bits);
@@ -222,15 +223,22 @@ int main() {
     std::fprintf(stderr, "cuda_parity: no CUDA device; expected one (this test runs on the GPU machine)\n");
     return 1;
   }
-  // Bounds: the codes are identical, so only float summation order, fast exponentials and the
-  // query rotation (TurboQuant, f32 on both sides) separate the GPU from the CPU reference.
+  // Bounds: the codes are identical, so only the arithmetic separates the GPU from the CPU
+  // reference. fp16 and KIVI run on tensor cores with fp16 operands: the probabilities (and for
+  // KIVI the query times each channel's scale, the probabilities times each token's scale) are
+  // rounded to fp16's 11 significant bits, about 2.4e-4 relative on average, hence 1e-3.
+  // TurboQuant's kernels keep f32 throughout: float summation order, fast exponentials and the
+  // query rotation remain, hence 1e-4.
   const std::vector<Case> cases = {
-      {"fp16 d128", "fp16", vc::CacheFormat::Fp16, 16, 128, 4, 1e-4},
-      {"fp16 d64 g8", "fp16", vc::CacheFormat::Fp16, 16, 64, 8, 1e-4},
-      {"kivi2 d128", "kivi:kbits=2,vbits=2,group=32,residual=64", vc::CacheFormat::Kivi, 2, 128, 4, 1e-4},
-      {"kivi4 d128", "kivi:kbits=4,vbits=4,group=32,residual=64", vc::CacheFormat::Kivi, 4, 128, 4, 1e-4},
-      {"kivi2 d64 g8", "kivi:kbits=2,vbits=2,group=32,residual=64", vc::CacheFormat::Kivi, 2, 64, 8, 1e-4},
-      {"kivi4 d64 g1", "kivi:kbits=4,vbits=4,group=32,residual=64", vc::CacheFormat::Kivi, 4, 64, 1, 1e-4},
+      {"fp16 d128", "fp16", vc::CacheFormat::Fp16, 16, 128, 4, 1e-3},
+      {"fp16 d64 g8", "fp16", vc::CacheFormat::Fp16, 16, 64, 8, 1e-3},
+      {"kivi2 d128", "kivi:kbits=2,vbits=2,group=32,residual=64", vc::CacheFormat::Kivi, 2, 128, 4, 1e-3},
+      {"kivi4 d128", "kivi:kbits=4,vbits=4,group=32,residual=64", vc::CacheFormat::Kivi, 4, 128, 4, 1e-3},
+      {"kivi2 d128 G128", "kivi:kbits=2,vbits=2,group=128,residual=64", vc::CacheFormat::Kivi, 2, 128, 4, 1e-3, 128},
+      {"kivi4 d128 G64 g8", "kivi:kbits=4,vbits=4,group=64,residual=64", vc::CacheFormat::Kivi, 4, 128, 8, 1e-3, 64},
+      {"kivi2 d64 g8", "kivi:kbits=2,vbits=2,group=32,residual=64", vc::CacheFormat::Kivi, 2, 64, 8, 1e-3},
+      {"kivi4 d64 g1", "kivi:kbits=4,vbits=4,group=32,residual=64", vc::CacheFormat::Kivi, 4, 64, 1, 1e-3},
+      {"kivi2 d64 G64 g2", "kivi:kbits=2,vbits=2,group=64,residual=64", vc::CacheFormat::Kivi, 2, 64, 2, 1e-3, 64},
       {"tq_mse2 d128", "turboquant_mse:bits=2,vbits=2", vc::CacheFormat::TurboQuantMse, 2, 128, 4, 1e-4},
       {"tq_mse3 d128", "turboquant_mse:bits=3,vbits=3", vc::CacheFormat::TurboQuantMse, 3, 128, 4, 1e-4},
       {"tq_mse4 d128", "turboquant_mse:bits=4,vbits=4", vc::CacheFormat::TurboQuantMse, 4, 128, 4, 1e-4},

@@ -1,5 +1,6 @@
-// The kernel launchers of each method family, called by the device cache (cache/device_cache.cu).
-// Each throws veloxquant::Error for a shape it has no kernel for and checks its launch.
+// The kernels of each method family, chosen and launched by the device cache
+// (cache/device_cache.cu). Each throws veloxquant::Error for a shape it has no kernel for; every
+// launch is checked.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,11 +12,25 @@ namespace veloxquant::cuda {
 // Largest query-head group per KV head the kernels are built for.
 inline constexpr int kMaxGroup = 8;
 
-void launch_fp16_append(const AppendParams& p, int batch, cudaStream_t stream);
-void launch_fp16_attend(const AttendParams& p, int batch, cudaStream_t stream);
+// A split-decode attention kernel chosen for a shape: one block per (split, sequence x KV head),
+// `smem` bytes of dynamic shared memory. The device cache picks it first, sizes the splits by how
+// many of its blocks stay resident per multiprocessor, then launches it.
+struct SplitKernel {
+  void (*fn)(AttendParams) = nullptr;
+  size_t smem = 0;
+  const char* name = "";
+};
+// Blocks of k resident per multiprocessor (raises its shared-memory limit first).
+int resident_blocks(const SplitKernel& k);
+void launch_split_kernel(const SplitKernel& k, const AttendParams& p, int batch, cudaStream_t stream);
 
+// The attention kernel of each family for p's head_dim, query group and (KIVI) key group.
+SplitKernel fp16_split_kernel(const AttendParams& p);
+SplitKernel kivi_split_kernel(const AttendParams& p, int bits);
+SplitKernel turboquant_split_kernel(const AttendParams& p, int bits);
+
+void launch_fp16_append(const AppendParams& p, int batch, cudaStream_t stream);
 void launch_kivi_append(const AppendParams& p, int batch, int bits, int group, cudaStream_t stream);
-void launch_kivi_attend(const AttendParams& p, int batch, int bits, cudaStream_t stream);
 
 struct TurboQuantDevice {  // device copies of TurboQuantTables
   const float* key_signs;
@@ -26,7 +41,6 @@ struct TurboQuantDevice {  // device copies of TurboQuantTables
 };
 void launch_turboquant_append(const AppendParams& p, int batch, int bits, const TurboQuantDevice& t,
                               cudaStream_t stream);
-void launch_turboquant_attend(const AttendParams& p, int batch, int bits, cudaStream_t stream);
 
 // Merges the splits into out; undoes the value rotation when p.value_signs is set.
 void launch_combine(const CombineParams& p, int batch, float hadamard_scale, cudaStream_t stream);

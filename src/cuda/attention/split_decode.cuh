@@ -57,6 +57,11 @@ struct SoftmaxState {
       for (int j = 0; j < NC; ++j) acc[h][j] *= h < group ? alpha[h] : 1.0f;
     }
   }
+  // The warp's (max, sum) per head into ml[warp][MAXG][2] (one lane calls it).
+  __device__ void store(float* ml, int warp) const {
+#pragma unroll
+    for (int h = 0; h < MAXG; ++h) ml[(warp * MAXG + h) * 2] = m[h], ml[(warp * MAXG + h) * 2 + 1] = l[h];
+  }
 };
 
 // Shared memory the block's epilogue uses: every warp's outputs [kWarps][MAXG][dim] and states.
@@ -66,15 +71,11 @@ __host__ __device__ constexpr size_t epilogue_bytes(int dim) {
 }
 
 // The epilogue. `o` holds each warp's unnormalized output per head in natural channel order
-// ([kWarps][MAXG][dim]), written by the kernel; the states go to `ml` here.
+// ([kWarps][MAXG][dim]) and `ml` each warp's (max, sum) per head ([kWarps][MAXG][2]), both written
+// by the kernel before this call; the block merges its warps into one partial per head.
 template <int MAXG>
-__device__ void write_partial(const AttendParams& p, const SoftmaxState<MAXG>& st, float* o,
-                              float* ml, int seq, int split) {
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  if (lane == 0) {
-#pragma unroll
-    for (int h = 0; h < MAXG; ++h) ml[(warp * MAXG + h) * 2] = st.m[h], ml[(warp * MAXG + h) * 2 + 1] = st.l[h];
-  }
+__device__ void write_partial(const AttendParams& p, const float* o, const float* ml, int seq,
+                              int split) {
   __syncthreads();
   const int d = p.head_dim, b = seq / p.kv_heads, kvh = seq % p.kv_heads;
   const int q_heads = p.kv_heads * p.group;
@@ -110,19 +111,8 @@ __device__ void store_and_write_partial(const AttendParams& p, const SoftmaxStat
   for (int h = 0; h < MAXG; ++h)
 #pragma unroll
     for (int j = 0; j < NC; ++j) o[(warp * MAXG + h) * D + lane * NC + j] = acc[h][j];
-  write_partial<MAXG>(p, st, o, ml, seq, split);
-}
-
-// Launches a split-decode kernel: one block per (split, sequence x KV head) with `bytes` of
-// dynamic shared memory, raising the kernel's limit past the default 48 KB first. `what` names
-// the launch in errors.
-template <class Kernel>
-void launch_split_kernel(Kernel kernel, const char* what, size_t bytes, const AttendParams& p,
-                         int batch, cudaStream_t stream) {
-  VQ_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     static_cast<int>(bytes)));
-  kernel<<<dim3(p.splits, batch * p.kv_heads), kThreads, bytes, stream>>>(p);
-  check_cuda(cudaGetLastError(), what, __FILE__, __LINE__);
+  if (lane == 0) st.store(ml, warp);
+  write_partial<MAXG>(p, o, ml, seq, split);
 }
 
 // The group's queries as f32, times the softmax scale, into q_s [MAXG][dim] (block-wide).

@@ -75,6 +75,13 @@ struct DeviceCache::Impl {
   float *key_levels = nullptr, *value_levels = nullptr;
   float* part = nullptr;  // split partials: outputs, then (max, sum) pairs
   size_t part_floats = 0;
+  // The last attention kernel's resident blocks per multiprocessor (asked once per kernel).
+  SplitKernel resident_for;
+  int resident = 0;
+  int resident_blocks_of(const SplitKernel& k) {
+    if (k.fn != resident_for.fn) resident = resident_blocks(k), resident_for = k;
+    return resident;
+  }
 
   bool kivi() const { return config.format == CacheFormat::Kivi; }
   int key_block() const { return kivi() ? static_cast<int>(config.group) : 1; }
@@ -230,15 +237,24 @@ void DeviceCache::attend(const uint16_t* q, size_t q_heads, float* out, void* st
   p.value_encoded = m.kivi() ? m.encoded(m.value_block()) : p.tokens;
   p.main_end = p.key_encoded;
   p.main_tiles = (p.main_end + kTileTokens - 1) / kTileTokens;
-  // About four blocks per multiprocessor, each split a whole number of tiles per warp.
-  const size_t streams = m.streams();
-  const int target = 4 * m.sms;
-  const int per_split = static_cast<int>((p.main_tiles * streams + target - 1) / target);
+  p.kivi_group = static_cast<int>(c.group);
+  SplitKernel kernel;
+  switch (c.format) {
+    case CacheFormat::Fp16: kernel = fp16_split_kernel(p); break;
+    case CacheFormat::Kivi: kernel = kivi_split_kernel(p, int(c.bits)); break;
+    case CacheFormat::TurboQuantMse: kernel = turboquant_split_kernel(p, int(c.bits)); break;
+  }
+  // Two full waves of the kernel's resident blocks: the splits of every stream, the ring's
+  // included, fill them, so no wave runs a few blocks alone, and the short ring blocks leave room
+  // the second wave fills. Each split is a whole number of tiles per warp.
+  const int streams = static_cast<int>(m.streams());
+  const int ring = p.tokens > p.key_encoded ? 1 : 0;
+  const int per_stream = std::max(1 + ring, 2 * m.resident_blocks_of(kernel) * m.sms / streams);
+  const int per_split = (p.main_tiles + per_stream - ring - 1) / (per_stream - ring);
   p.tiles_per_split = static_cast<int>(round_up(std::max(per_split, kWarps), kWarps));
   p.main_splits = (p.main_tiles + p.tiles_per_split - 1) / p.tiles_per_split;
-  p.splits = p.main_splits + (p.tokens > p.key_encoded ? 1 : 0);
+  p.splits = p.main_splits + ring;
   p.keys = m.keys, p.values = m.values;
-  p.kivi_group = static_cast<int>(c.group);
   p.key_codebook = m.key_levels, p.value_codebook = m.value_levels, p.key_signs = m.key_signs;
   const size_t rows = c.batch * q_heads;
   const size_t need = rows * p.splits * (c.head_dim + 2);
@@ -252,11 +268,7 @@ void DeviceCache::attend(const uint16_t* q, size_t q_heads, float* out, void* st
   p.part_ml = m.part + rows * p.splits * c.head_dim;
   const auto s = static_cast<cudaStream_t>(stream);
   const int batch = static_cast<int>(c.batch);
-  switch (c.format) {
-    case CacheFormat::Fp16: launch_fp16_attend(p, batch, s); break;
-    case CacheFormat::Kivi: launch_kivi_attend(p, batch, int(c.bits), s); break;
-    case CacheFormat::TurboQuantMse: launch_turboquant_attend(p, batch, int(c.bits), s); break;
-  }
+  launch_split_kernel(kernel, p, batch, s);
   CombineParams cp;
   cp.part_o = p.part_o, cp.part_ml = p.part_ml, cp.splits = p.splits;
   cp.head_dim = p.head_dim, cp.q_heads = static_cast<int>(q_heads), cp.kv_heads = p.kv_heads;

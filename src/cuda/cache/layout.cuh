@@ -48,7 +48,7 @@ struct AttendParams {
   int main_tiles = 0;       // 32-token tiles of the fused region [0, main_tiles * 32)
   int main_end = 0;         // tokens of the fused region that exist (masking its last tile)
   int tiles_per_split = 0;  // a multiple of the block's warps
-  int main_splits = 0;      // splits over the fused region; split main_splits (if any) is the ring
+  int main_splits = 0;      // splits over the fused region; splits - main_splits (0 or 1) ring splits come first
   int splits = 0;
   StreamView keys, values;
   int kivi_group = 32;                        // KIVI: tokens per key block, channels per value group

@@ -1,16 +1,15 @@
-// Split decode attention straight from KIVI codes (split_decode.cuh has the common structure).
-//  - Keys, per 32-token tile (inside one key group): the query is folded with the group's channel
-//    scales once (qf = q * scale, offset = q . min), then lane = token reads its 32-bit words of
-//    the lane tile from shared memory and sums qf[c] * code over the channels: no dequantized key
-//    is ever formed, and the lane-per-token layout makes the reads conflict-free.
-//  - Values, per 4-token quad: each lane owns a fixed set of channels (the word it reads in every
-//    quad) and accumulates p * (min + scale * code) for every head of the group.
-//  - The ring of fp16 rows (the residual window, and keys of a partial group) is the last split:
-//    at most residual + group tokens.
+// Split decode attention straight from KIVI codes, on tensor cores (tc_decode.cuh): the codes
+// become fp16 MMA operands as they are, with the scales folded into the other operand (the query
+// for keys, the probabilities for values) and the minimums added once per head, so no
+// dequantized key or value is ever formed. The ring of fp16 rows (the residual window, and keys
+// of a partial group) is one more split: at most residual + group tokens.
 #include <cuda_fp16.h>
 
+#include <algorithm>
+
 #include "cuda/attention/launchers.h"
-#include "cuda/attention/split_decode.cuh"
+#include "cuda/attention/tc_decode.cuh"
+#include "cuda/fp16/fp16_tile.cuh"
 #include "cuda/common/check.cuh"
 #include "cuda/kivi/kivi_layout.cuh"
 #include "veloxquant/error.h"
@@ -21,32 +20,95 @@ namespace {
 template <int D, int BITS>
 struct KiviTile {
   static constexpr int kCpb = 8 / BITS;
-  static constexpr int kKeyRows = D / (4 * kCpb);          // word rows of a key lane tile
   static constexpr int kTileBytes = 16 * D * BITS / 8;     // one 16-token key lane tile
   static constexpr int kKeyBytes = 4 * D + 2 * kTileBytes + 64;  // params, tile, pad, tile
-  static constexpr int kWords = D * BITS / 8;              // 32-bit words of a value quad
-  static constexpr int kQuadWordsPerLane = kWords / 4;     // over the tile's 8 quads
-  static constexpr int kSlots = (kWords > 32 ? kWords / 32 : 1) * kCpb;  // channels per lane
   __host__ __device__ static constexpr int stage_bytes(int value_block) { return kKeyBytes + 8 * value_block; }
 };
 
-template <int D, int BITS, int MAXG>
-__global__ void __launch_bounds__(kThreads) kivi_attend_kernel(AttendParams p) {
-  using T = KiviTile<D, BITS>;
-  constexpr unsigned kMask = (1u << BITS) - 1u;
-  const kivi::KeyLayout kl{D, BITS, p.kivi_group};
-  const kivi::ValueLayout vl{D, BITS, min(p.kivi_group, D)};
-  const int vblock = vl.block_bytes(), stage_bytes = T::stage_bytes(vblock);
-  extern __shared__ __align__(16) uint8_t smem[];
+// The ring split: keys of [key_encoded, tokens) are fp16 rows of the ring; values of
+// [key_encoded, value_encoded) still come from codes (decoded to fp16 here), the rest from rows.
+// At most residual + group tokens: kRingWarps warps take 32-token tiles in turn, stage them in
+// shared memory and attend them as the fp16 kernel does (fp16_tile.cuh). Rows of tokens past the
+// end are old ring rows, finite, and masked.
+inline constexpr int kRingWarps = 2;
+template <int D>
+__host__ __device__ constexpr size_t ring_stage_bytes() {
+  return static_cast<size_t>(kRingWarps) * 2 * Fp16Tile<D>::kBytes;
+}
+
+template <int D, int BITS>
+__device__ void attend_ring(const AttendParams& p, int seq, float* pt, uint8_t* stages) {
+  using Tile = Fp16Tile<D>;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  float* q_s = reinterpret_cast<float*>(smem);
-  float* qf = q_s + MAXG * D + warp * MAXG * D;                        // folded queries
-  float* p_s = q_s + (1 + kWarps) * MAXG * D + warp * kTileTokens * MAXG;  // [token][head]
-  uint8_t* stages = smem + sizeof(float) * ((1 + kWarps) * MAXG * D + kWarps * kTileTokens * MAXG);
+  const MmaLane ln(lane);
+  const kivi::ValueLayout vl{D, BITS, min(p.kivi_group, D)};
+  uint32_t bq[D / 16][2];
+  load_query_fragments<D>(p, seq, ln, bq);
+  TcSoftmax st;
+  float acc[D / 16][4] = {};
+  if (warp < kRingWarps) {
+    const uint8_t* vseq = p.values.codes + seq * p.values.stream_bytes;
+    const __half* kring = reinterpret_cast<const __half*>(p.keys.ring) + static_cast<size_t>(seq) * p.keys.ring_tokens * D;
+    const __half* vring = reinterpret_cast<const __half*>(p.values.ring) + static_cast<size_t>(seq) * p.values.ring_tokens * D;
+    uint4* kt = reinterpret_cast<uint4*>(stages + warp * 2 * Tile::kBytes);
+    uint4* vt = kt + Tile::kBytes / 16;
+    for (int t0 = p.key_encoded + warp * kTileTokens; t0 < p.tokens; t0 += kRingWarps * kTileTokens) {
+      for (int i = lane; i < kTileTokens * Tile::kChunks; i += kWarp) {
+        const int token = i / Tile::kChunks, chunk = i % Tile::kChunks, tok = t0 + token;
+        const int slot = Tile::slot(token, chunk);
+        copy16_async(kt + slot, reinterpret_cast<const uint4*>(kring + static_cast<size_t>(tok % p.keys.ring_tokens) * D) + chunk);
+        if (tok >= p.value_encoded) {
+          copy16_async(vt + slot, reinterpret_cast<const uint4*>(vring + static_cast<size_t>(tok % p.values.ring_tokens) * D) + chunk);
+        } else {
+          __align__(16) __half row[8];
+#pragma unroll
+          for (int j = 0; j < 8; ++j) row[j] = __float2half_rn(vl.decode(vseq, tok, 8 * chunk + j));
+          vt[slot] = *reinterpret_cast<const uint4*>(row);
+        }
+      }
+      async_commit();
+      async_wait<0>();
+      __syncwarp();
+      attend_fp16_tile<D>(kt, vt, bq, p.scale, t0, p.tokens, st, acc, pt, ln);
+    }
+  }
+  __syncthreads();  // the staging areas end where the epilogue's begin
+  write_tc_partial<D>(p, st, acc, fp16_tile_channel, stages, seq, blockIdx.x);
+}
+
+// The fused region on tensor cores (tc_decode.cuh), VG channels per value scale.
+//  - Keys: per 32-token tile (inside one key group) B = the query folded with the group's channel
+//    scales, in fp16 (the softmax scale is applied to the f32 scores); the minimums give each head
+//    one offset, the scores' starting value, through one more MMA per k step. A = the
+//    codes themselves: lane (g, t) takes from the 32-bit word of token g (and g + 8) the codes at
+//    shift bits * (t % cpb), bytes 0 and 2, then bytes 1 and 3, so k = 2t, 2t+1, 2t+8, 2t+9 are
+//    channels 16k' + 4t + 0, 2, 1, 3: the query fragment is built in the same order.
+//  - Values: A = V^T codes, lane (g, t) reads in quad t the words of channels g and g + 8 (one
+//    word holds 4 tokens x cpb channels), B = probabilities times each token's scale per value
+//    group, tokens 0 and 2 then 1 and 3; one more MMA per 16 tokens, A = each group's minimums,
+//    B = the probabilities, gives sum(p * min) per group and head.
+template <int D, int BITS, int VG>
+__device__ void attend_codes(const AttendParams& p, int seq, int main_split, uint8_t* stages, float* pt) {
+  using T = KiviTile<D, BITS>;
+  constexpr int NK = D / 16, CPB = T::kCpb, VR = D / (16 * CPB), NV = D / VG;
+  const kivi::KeyLayout kl{D, BITS, p.kivi_group};
+  const kivi::ValueLayout vl{D, BITS, VG};
+  const int vblock = vl.block_bytes(), stage_bytes = T::stage_bytes(vblock);
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const MmaLane ln(lane);
   uint8_t* buf[2] = {stages + (warp * 2) * stage_bytes, stages + (warp * 2 + 1) * stage_bytes};
-  const int seq = blockIdx.y, split = blockIdx.x;
-  load_queries<MAXG>(p, seq, q_s);
-  __syncthreads();
+
+  // B fragments of the query (head g) as given, in the lanes' channel order: k = 2t, 2t+1 are
+  // channels 16k' + 4t + 0, 2 and k = 2t+8, 2t+9 are + 1, 3. Heads past the group are zero.
+  uint32_t bq0[NK][2] = {};
+  if (ln.g < p.group) {
+    const uint2* q = reinterpret_cast<const uint2*>(p.q) + (static_cast<size_t>(seq) * p.group + ln.g) * D / 4;
+#pragma unroll
+    for (int k = 0; k < NK; ++k) {
+      const uint2 c = q[4 * k + ln.t];  // channels 16k + 4t .. + 3
+      bq0[k][0] = interleave_half2(c.x, c.y, false), bq0[k][1] = interleave_half2(c.x, c.y, true);
+    }
+  }
 
   const uint8_t* kseq = p.keys.codes + seq * p.keys.stream_bytes;
   const uint8_t* vseq = p.values.codes + seq * p.values.stream_bytes;
@@ -60,165 +122,139 @@ __global__ void __launch_bounds__(kThreads) kivi_attend_kernel(AttendParams p) {
     warp_copy_async(dst + T::kKeyBytes, vseq + static_cast<size_t>(t0 / 4) * vblock, 8 * vblock, lane);
   };
 
-  SoftmaxState<MAXG> st;
-  float acc[MAXG][T::kSlots] = {};
-  float* o = reinterpret_cast<float*>(stages);  // the epilogue reuses the stages
-  float* ml = o + kWarps * MAXG * D;
-  if (split < p.main_splits) {
-    for_each_tile(p, split, buf, fetch, [&](auto stage, int tile) {
-      // Fold the group's scales into the queries; the minimums give one offset per head.
-      const __half* scale = reinterpret_cast<const __half*>(stage);
-      float off[MAXG] = {};
-      for (int c = lane; c < D; c += kWarp) {
-        const float sc = __half2float(scale[c]), mn = __half2float(scale[D + c]);
+  TcSoftmax st;
+  float acc[NK][4] = {};
+  float vmin[1][4] = {};  // C layout: row v = sum of p * group v's minimum, per head
+  const int key_shift = BITS * (ln.t % CPB), key_row = ln.t / CPB;
+  for_each_tile(p, main_split, buf, fetch, [&](uint8_t* stage, int tile) {
+    // Per k step: B = the query times the channel scales (one fp16 rounding), and one MMA with
+    // A = the channel minimums in every row gives each token its offset q . min.
+    const uint2* kscale = reinterpret_cast<const uint2*>(stage);  // 4 channels each
+    uint32_t bq[NK][2];
+    float off[4] = {};
 #pragma unroll
-        for (int h = 0; h < MAXG; ++h) qf[h * D + c] = q_s[h * D + c] * sc, off[h] += q_s[h * D + c] * mn;
+    for (int k = 0; k < NK; ++k) {
+      const uint2 sc = kscale[4 * k + ln.t], mn = kscale[D / 4 + 4 * k + ln.t];
+      bq[k][0] = mul_half2(bq0[k][0], interleave_half2(sc.x, sc.y, false));
+      bq[k][1] = mul_half2(bq0[k][1], interleave_half2(sc.x, sc.y, true));
+      const uint32_t even = interleave_half2(mn.x, mn.y, false), odd = interleave_half2(mn.x, mn.y, true);
+      const uint32_t amin[4] = {even, even, odd, odd};
+      mma_16816(off, amin, bq0[k]);
+    }
+    float s[2][4] = {{off[0], off[1], off[2], off[3]}, {off[0], off[1], off[2], off[3]}};
+    const uint32_t* words = reinterpret_cast<const uint32_t*>(stage + 4 * D);
+#pragma unroll
+    for (int k = 0; k < NK; ++k) {
+      const int r = k * (4 / CPB) + key_row;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {  // the two 16-token lane tiles, independent MMA chains
+        const uint32_t* tile_words = words + h * (T::kTileBytes + 64) / 4;
+        const uint32_t w0 = tile_words[r * 16 + ln.g], w1 = tile_words[r * 16 + ln.g + 8];
+        const uint32_t a[4] = {codes_to_half2<BITS>(w0, key_shift), codes_to_half2<BITS>(w1, key_shift),
+                               codes_to_half2<BITS>(w0, key_shift + 8), codes_to_half2<BITS>(w1, key_shift + 8)};
+        mma_16816(s[h], a, bq[k]);
       }
+    }
 #pragma unroll
-      for (int h = 0; h < MAXG; ++h) off[h] = warp_sum(off[h]);
-      __syncwarp();
-      const uint32_t* words = reinterpret_cast<const uint32_t*>(stage + 4 * D + (lane / 16) * (T::kTileBytes + 64));
-      float s[MAXG];
+    for (int h = 0; h < 2; ++h)
 #pragma unroll
-      for (int h = 0; h < MAXG; ++h) s[h] = off[h];
-#pragma unroll 2
-      for (int r = 0; r < T::kKeyRows; ++r) {
-        const uint32_t word = words[r * 16 + lane % 16];
+      for (int r = 0; r < 4; ++r) s[h][r] *= p.scale;
+    mask_tile(s, ln, tile * kTileTokens, p.main_end);
+    float alpha[2];
+    st.update(s, alpha);
+    rescale(acc, alpha);
+    rescale(vmin, alpha);
+    stage_probabilities(pt, s, ln);
+    __syncwarp();
 #pragma unroll
-        for (int kk = 0; kk < T::kCpb; ++kk) {
-          float code[4];
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* block = stage + T::kKeyBytes + (4 * h + ln.t) * vblock;
+      const uint2* params = reinterpret_cast<const uint2*>(block + vl.quad_bytes());  // 4 tokens each
+      const float4 pr = *reinterpret_cast<const float4*>(pt + ln.g * kPtStride + 16 * h + 4 * ln.t);
+      const uint32_t pb[2] = {pack_half2(pr.x, pr.z), pack_half2(pr.y, pr.w)};  // tokens 0, 2 | 1, 3
+      // The minimums: A row v = group v's minimum of each token, B = the probabilities.
+      uint32_t amin[4] = {};
+      if (ln.g < NV) {
+        const uint2 mn = params[NV + ln.g];
+        amin[0] = interleave_half2(mn.x, mn.y, false), amin[2] = interleave_half2(mn.x, mn.y, true);
+      }
+      mma_16816(vmin[0], amin, pb);
+      uint32_t bv[NV][2];
 #pragma unroll
-          for (int i = 0; i < 4; ++i) code[i] = small_code_to_float((word >> (8 * i + BITS * kk)) & kMask);
-          const int c = r * 4 * T::kCpb + 4 * kk;
+      for (int v = 0; v < NV; ++v) {
+        const uint2 sc = params[v];
+        bv[v][0] = mul_half2(pb[0], interleave_half2(sc.x, sc.y, false));
+        bv[v][1] = mul_half2(pb[1], interleave_half2(sc.x, sc.y, true));
+      }
+      const uint32_t* words = reinterpret_cast<const uint32_t*>(block);
 #pragma unroll
-          for (int h = 0; h < MAXG; ++h) {
-            const float4 f = *reinterpret_cast<const float4*>(qf + h * D + c);
-            s[h] += f.x * code[0] + f.y * code[1] + f.z * code[2] + f.w * code[3];
-          }
+      for (int r = 0; r < VR; ++r) {
+        const uint32_t w0 = words[r * 16 + ln.g], w1 = words[r * 16 + ln.g + 8];
+#pragma unroll
+        for (int kk = 0; kk < CPB; ++kk) {
+          const uint32_t a[4] = {codes_to_half2<BITS>(w0, BITS * kk), codes_to_half2<BITS>(w1, BITS * kk),
+                                 codes_to_half2<BITS>(w0, BITS * kk + 8), codes_to_half2<BITS>(w1, BITS * kk + 8)};
+          mma_16816(acc[r * CPB + kk], a, bv[(r * 16 * CPB + 16 * kk) / VG]);
         }
       }
-      st.fold(s, acc, p_s, lane, p.group);
-      __syncwarp();
-      const uint8_t* quads = stage + T::kKeyBytes;
-#pragma unroll
-      for (int j = 0; j < T::kQuadWordsPerLane; ++j) {
-        const int idx = lane + kWarp * j, quad = idx / T::kWords, w = idx % T::kWords;
-        const uint8_t* block = quads + quad * vblock;
-        const uint32_t word = reinterpret_cast<const uint32_t*>(block)[w];
-        const __half* params = reinterpret_cast<const __half*>(block + vl.quad_bytes());
-        const int slot0 = (w / kWarp) * T::kCpb;
-#pragma unroll
-        for (int kk = 0; kk < T::kCpb; ++kk) {
-          const int c = (w / 16) * 16 * T::kCpb + 16 * kk + w % 16, g = c / vl.group;
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const float v = __half2float(params[4 * vl.groups() + g * 4 + i]) +
-                            __half2float(params[g * 4 + i]) *
-                                small_code_to_float((word >> (8 * i + BITS * kk)) & kMask);
-            const float* pw = p_s + (quad * 4 + i) * MAXG;
-#pragma unroll
-            for (int h = 0; h < MAXG; ++h) acc[h][slot0 + kk] += pw[h] * v;
-          }
-        }
-      }
-      __syncwarp();
+    }
+    __syncwarp();
   });
-    async_wait<0>();
-    __syncthreads();
-    // Lanes that read the same word in different quads hold partial sums of the same channels.
-    if constexpr (T::kWords < kWarp) {
+  async_wait<0>();
+  __syncthreads();
+  // The minimums' share: row v of vmin, held by the lanes g = v, joins every channel of group v.
 #pragma unroll
-      for (int h = 0; h < MAXG; ++h)
-#pragma unroll
-        for (int j = 0; j < T::kSlots; ++j) acc[h][j] += __shfl_xor_sync(0xffffffffu, acc[h][j], 16);
-    }
-    if (lane < T::kWords) {
-#pragma unroll
-      for (int ws = 0; ws < T::kSlots / T::kCpb; ++ws) {
-        const int w = lane + kWarp * ws;
-#pragma unroll
-        for (int kk = 0; kk < T::kCpb; ++kk) {
-          const int c = (w / 16) * 16 * T::kCpb + 16 * kk + w % 16;
-#pragma unroll
-          for (int h = 0; h < MAXG; ++h) o[(warp * MAXG + h) * D + c] = acc[h][ws * T::kCpb + kk];
-        }
-      }
-    }
-  } else {
-    // The ring split: keys of [key_encoded, tokens) and values of [value_encoded, tokens) are fp16
-    // rows; values of [key_encoded, value_encoded) still come from codes. Warps take 32-token
-    // chunks in turn; lanes run over channels, so every row is read coalesced.
-    __syncthreads();
-    float tail_acc[MAXG][D / kWarp] = {};
-    const __half* kring = reinterpret_cast<const __half*>(p.keys.ring) + static_cast<size_t>(seq) * p.keys.ring_tokens * D;
-    const __half* vring = reinterpret_cast<const __half*>(p.values.ring) + static_cast<size_t>(seq) * p.values.ring_tokens * D;
-    for (int t0 = p.key_encoded + warp * kTileTokens; t0 < p.tokens; t0 += kWarps * kTileTokens) {
-      float s[MAXG];
-#pragma unroll
-      for (int h = 0; h < MAXG; ++h) s[h] = -INFINITY;
-      for (int i = 0; i < kTileTokens && t0 + i < p.tokens; ++i) {
-        const __half* row = kring + static_cast<size_t>((t0 + i) % p.keys.ring_tokens) * D;
-        float part[MAXG] = {};
-#pragma unroll
-        for (int j = 0; j < D / kWarp; ++j) {
-          const float x = __half2float(row[lane + kWarp * j]);
-#pragma unroll
-          for (int h = 0; h < MAXG; ++h) part[h] += q_s[h * D + lane + kWarp * j] * x;
-        }
-#pragma unroll
-        for (int h = 0; h < MAXG; ++h) {
-          const float total = warp_sum(part[h]);
-          if (lane == i) s[h] = total;
-        }
-      }
-      st.fold(s, tail_acc, p_s, lane, p.group);
-      __syncwarp();
-      for (int i = 0; i < kTileTokens && t0 + i < p.tokens; ++i) {
-        const int tok = t0 + i;
-#pragma unroll
-        for (int j = 0; j < D / kWarp; ++j) {
-          const int c = lane + kWarp * j;
-          const float v = tok < p.value_encoded
-                              ? vl.decode(vseq, tok, c)
-                              : __half2float(vring[static_cast<size_t>(tok % p.values.ring_tokens) * D + c]);
-#pragma unroll
-          for (int h = 0; h < MAXG; ++h) tail_acc[h][j] += p_s[i * MAXG + h] * v;
-        }
-      }
-      __syncwarp();
-    }
-#pragma unroll
-    for (int h = 0; h < MAXG; ++h)
-#pragma unroll
-      for (int j = 0; j < D / kWarp; ++j) o[(warp * MAXG + h) * D + lane + kWarp * j] = tail_acc[h][j];
+  for (int m = 0; m < NK; ++m) {
+    const int v = (m / CPB * 16 * CPB + 16 * (m % CPB)) / VG;
+    const float h0 = __shfl_sync(0xffffffffu, vmin[0][0], 4 * v + ln.t);
+    const float h1 = __shfl_sync(0xffffffffu, vmin[0][1], 4 * v + ln.t);
+    acc[m][0] += h0, acc[m][2] += h0, acc[m][1] += h1, acc[m][3] += h1;
   }
-  write_partial<MAXG>(p, st, o, ml, seq, split);
+  // m tile r * cpb + kk holds channels r * 16 cpb + 16 kk + row.
+  write_tc_partial<D>(p, st, acc, [](int m, int row) { return m / CPB * 16 * CPB + 16 * (m % CPB) + row; },
+                      stages, seq, blockIdx.x);
 }
 
-template <int D, int BITS, int MAXG>
-void launch(const AttendParams& p, int batch, cudaStream_t stream) {
+template <int D, int BITS, int VG>
+__global__ void __launch_bounds__(kThreads) kivi_attend_kernel(AttendParams p) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  const int warp = threadIdx.x / kWarp;
+  float* pt = reinterpret_cast<float*>(smem) + warp * kPtFloats;  // probabilities, per warp
+  uint8_t* stages = smem + sizeof(float) * kWarps * kPtFloats;
+  // The ring split, when there is one, is split 0: it starts first, beside the long main splits.
+  const int seq = blockIdx.y, ring_splits = p.splits - p.main_splits;
+  if (static_cast<int>(blockIdx.x) < ring_splits) attend_ring<D, BITS>(p, seq, pt, stages);
+  else attend_codes<D, BITS, VG>(p, seq, blockIdx.x - ring_splits, stages, pt);
+}
+
+template <int D, int BITS, int VG>
+SplitKernel split_kernel() {
   using T = KiviTile<D, BITS>;
-  const kivi::ValueLayout vl{D, BITS, std::min(p.kivi_group, D)};
+  const kivi::ValueLayout vl{D, BITS, VG};
   const size_t stages = static_cast<size_t>(kWarps) * 2 * T::stage_bytes(vl.block_bytes());
-  const size_t bytes = sizeof(float) * ((1 + kWarps) * MAXG * D + kWarps * kTileTokens * MAXG) +
-                       std::max(stages, epilogue_bytes<MAXG>(D));
-  launch_split_kernel(kivi_attend_kernel<D, BITS, MAXG>, "launch of kivi_attend_kernel", bytes, p,
-                      batch, stream);
+  return {kivi_attend_kernel<D, BITS, VG>,
+          sizeof(float) * kWarps * kPtFloats + std::max({stages, epilogue_bytes<kMmaHeads>(D), ring_stage_bytes<D>()}),
+          "launch of kivi_attend_kernel"};
 }
 
+// Values have one scale per min(group, head_dim) channels: 32, 64 or 128.
 template <int D, int BITS>
-void launch_group(const AttendParams& p, int batch, cudaStream_t stream) {
-  if (p.group <= 4) return launch<D, BITS, 4>(p, batch, stream);
-  return launch<D, BITS, 8>(p, batch, stream);
+SplitKernel for_value_group(const AttendParams& p) {
+  const int vg = std::min(p.kivi_group, D);
+  if (vg == 32) return split_kernel<D, BITS, 32>();
+  if (vg == 64) return split_kernel<D, BITS, 64>();
+  if (vg == 128 && D == 128) return split_kernel<D, BITS, D>();
+  throw Error("cuda kivi attention: value group " + std::to_string(vg) + " with head_dim " + std::to_string(D) +
+              "; expected 32, 64 or 128 channels dividing head_dim");
 }
 
 }  // namespace
 
-void launch_kivi_attend(const AttendParams& p, int batch, int bits, cudaStream_t stream) {
-  if (p.head_dim == 128 && bits == 2) return launch_group<128, 2>(p, batch, stream);
-  if (p.head_dim == 128 && bits == 4) return launch_group<128, 4>(p, batch, stream);
-  if (p.head_dim == 64 && bits == 2) return launch_group<64, 2>(p, batch, stream);
-  if (p.head_dim == 64 && bits == 4) return launch_group<64, 4>(p, batch, stream);
+SplitKernel kivi_split_kernel(const AttendParams& p, int bits) {
+  if (p.head_dim == 128 && bits == 2) return for_value_group<128, 2>(p);
+  if (p.head_dim == 128 && bits == 4) return for_value_group<128, 4>(p);
+  if (p.head_dim == 64 && bits == 2) return for_value_group<64, 2>(p);
+  if (p.head_dim == 64 && bits == 4) return for_value_group<64, 4>(p);
   throw Error("cuda kivi attention: head_dim " + std::to_string(p.head_dim) + " with " +
               std::to_string(bits) + " bits; expected head_dim 64 or 128 and bits 2 or 4");
 }

@@ -134,34 +134,34 @@ __global__ void __launch_bounds__(kThreads) turboquant_attend_kernel(AttendParam
 }
 
 template <int D, int BITS, int MAXG>
-void launch(const AttendParams& p, int batch, cudaStream_t stream) {
+SplitKernel split_kernel() {
   using R = Record<D, BITS>;
   const size_t stages = static_cast<size_t>(kWarps) * 2 * R::kStage;
-  const size_t bytes = sizeof(float) * (MAXG * D + 2 * (1 << BITS) + kWarps * kTileTokens * MAXG) +
-                       std::max(stages, epilogue_bytes<MAXG>(D));
-  launch_split_kernel(turboquant_attend_kernel<D, BITS, MAXG>,
-                      "launch of turboquant_attend_kernel", bytes, p, batch, stream);
+  return {turboquant_attend_kernel<D, BITS, MAXG>,
+          sizeof(float) * (MAXG * D + 2 * (1 << BITS) + kWarps * kTileTokens * MAXG) +
+              std::max(stages, epilogue_bytes<MAXG>(D)),
+          "launch of turboquant_attend_kernel"};
 }
 
 template <int D, int BITS>
-void launch_group(const AttendParams& p, int batch, cudaStream_t stream) {
-  if (p.group <= 4) return launch<D, BITS, 4>(p, batch, stream);
-  return launch<D, BITS, 8>(p, batch, stream);
+SplitKernel for_group(const AttendParams& p) {
+  if (p.group <= 4) return split_kernel<D, BITS, 4>();
+  return split_kernel<D, BITS, 8>();
 }
 
 template <int D>
-void launch_bits(const AttendParams& p, int batch, int bits, cudaStream_t stream) {
-  if (bits == 2) return launch_group<D, 2>(p, batch, stream);
-  if (bits == 3) return launch_group<D, 3>(p, batch, stream);
-  if (bits == 4) return launch_group<D, 4>(p, batch, stream);
+SplitKernel for_bits(const AttendParams& p, int bits) {
+  if (bits == 2) return for_group<D, 2>(p);
+  if (bits == 3) return for_group<D, 3>(p);
+  if (bits == 4) return for_group<D, 4>(p);
   throw Error("cuda turboquant attention: bits " + std::to_string(bits) + "; expected 2, 3 or 4");
 }
 
 }  // namespace
 
-void launch_turboquant_attend(const AttendParams& p, int batch, int bits, cudaStream_t stream) {
-  if (p.head_dim == 128) return launch_bits<128>(p, batch, bits, stream);
-  if (p.head_dim == 64) return launch_bits<64>(p, batch, bits, stream);
+SplitKernel turboquant_split_kernel(const AttendParams& p, int bits) {
+  if (p.head_dim == 128) return for_bits<128>(p, bits);
+  if (p.head_dim == 64) return for_bits<64>(p, bits);
   throw Error("cuda turboquant attention: head_dim " + std::to_string(p.head_dim) + "; expected 64 or 128");
 }
 

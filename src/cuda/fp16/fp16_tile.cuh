@@ -1,0 +1,83 @@
+// A 32-token tile of fp16 key and value rows in shared memory, attended on tensor cores
+// (tc_decode.cuh): the fp16 cache's kernel runs it over the whole sequence, KIVI's kernel over
+// its ring of residual rows. Rows sit with their 16-byte chunks XOR-swizzled by token, so that
+// ldmatrix's eight rows of one chunk hit distinct banks.
+#pragma once
+
+#include <cuda_fp16.h>
+
+#include "cuda/attention/tc_decode.cuh"
+
+namespace veloxquant::cuda {
+
+template <int D>
+struct Fp16Tile {
+  static constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  static constexpr int kBytes = kTileTokens * D * 2;
+  __device__ static int slot(int token, int chunk) { return token * kChunks + (chunk ^ (token & 7)); }
+};
+
+// B fragments of Q^T for lane (g, t): head g of the KV head's group, channels 16k + 2t.. and
+// 16k + 2t + 8.., in fp16 as given; heads past the group are zero.
+template <int D>
+__device__ void load_query_fragments(const AttendParams& p, int seq, const MmaLane& ln, uint32_t (&bq)[D / 16][2]) {
+#pragma unroll
+  for (int k = 0; k < D / 16; ++k) bq[k][0] = bq[k][1] = 0;
+  if (ln.g >= p.group) return;
+  // seq = b * kv_heads + kv head, and the group's query heads are consecutive.
+  const uint32_t* q = reinterpret_cast<const uint32_t*>(p.q) + (static_cast<size_t>(seq) * p.group + ln.g) * D / 2;
+#pragma unroll
+  for (int k = 0; k < D / 16; ++k) bq[k][0] = q[8 * k + ln.t], bq[k][1] = q[8 * k + ln.t + 4];
+}
+
+// One tile: keys kt and values vt (Fp16Tile layout), tokens first_token.. of which those >= end
+// are masked; the softmax state, the O^T accumulators (m tile m = channels 16m..16m+15) and the
+// warp's probability buffer pt move on.
+template <int D>
+__device__ void attend_fp16_tile(const uint4* kt, const uint4* vt, const uint32_t (&bq)[D / 16][2], float scale,
+                                 int first_token, int end, TcSoftmax& st, float (&acc)[D / 16][4], float* pt,
+                                 const MmaLane& ln) {
+  using Tile = Fp16Tile<D>;
+  constexpr int NK = D / 16;
+  // ldmatrix row addresses: lane i gives row i % 8 of matrix i / 8.
+  const int lane = ln.g * 4 + ln.t, mat = lane / 8, row = lane % 8;
+  float s[2][4] = {};
+#pragma unroll
+  for (int k = 0; k < NK; ++k) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // keys as A (tokens x channels): (tokens +0/+8) x (chunk +0/+1)
+      uint32_t a[4];
+      ldmatrix_x4(a, kt + Tile::slot(16 * h + 8 * (mat & 1) + row, 2 * k + (mat >> 1)));
+      mma_16816(s[h], a, bq[k]);
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) s[h][r] *= scale;
+  mask_tile(s, ln, first_token, end);
+  float alpha[2];
+  st.update(s, alpha);
+  rescale(acc, alpha);
+  stage_probabilities(pt, s, ln);
+  __syncwarp();
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float* ph = pt + ln.g * kPtStride + 16 * h + 2 * ln.t;
+    const uint32_t b[2] = {pack_half2(ph[0], ph[1]), pack_half2(ph[8], ph[9])};
+    // Values as A = V^T (channels x tokens), transposed from rows: (tokens +0/+8) x (chunk +0/+1).
+    const int token = 16 * h + 8 * (mat >> 1) + row;
+#pragma unroll
+    for (int m = 0; m < NK; ++m) {
+      uint32_t a[4];
+      ldmatrix_x4_trans(a, vt + Tile::slot(token, 2 * m + (mat & 1)));
+      mma_16816(acc[m], a, b);
+    }
+  }
+  __syncwarp();
+}
+
+// m tile m of attend_fp16_tile's accumulators holds channels 16m..16m+15.
+__device__ inline int fp16_tile_channel(int m, int row) { return 16 * m + row; }
+
+}  // namespace veloxquant::cuda
