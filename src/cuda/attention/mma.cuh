@@ -1,5 +1,5 @@
 // Tensor-core building blocks of the decode kernels: the m16n8k16 fp16 MMA (f32 accumulate),
-// ldmatrix, and small unsigned codes turned into fp16 pairs with two integer instructions.
+// ldmatrix, and small unsigned codes read as fp16 pairs with two integer instructions.
 //
 // Fragment layout (PTX ISA, mma.m16n8k16 .f16): a lane is (g, t) = (lane / 4, lane % 4).
 //   A (16 x 16, rows m, columns k): a[0] = (m g, k 2t..2t+1), a[1] = (m g+8, k 2t..2t+1),
@@ -64,15 +64,14 @@ __device__ inline uint32_t interleave_half2(uint32_t lo, uint32_t hi, bool odd) 
   return __byte_perm(lo, hi, odd ? 0x7632 : 0x5410);
 }
 
-// The codes of bits 0..MASKBITS-1 of bytes 0 and 2 of (word >> shift), as the fp16 pair
-// (low half: byte 0's code, high half: byte 2's). 0x6400 is 1024 in fp16 with a zero mantissa,
-// so OR-ing a code c < 1024 into its mantissa gives exactly 1024 + c; one subtraction leaves c.
+// The codes of bits 0..BITS-1 of bytes 0 and 2 of (word >> shift) as an fp16 pair (low half:
+// byte 0's code, high half: byte 2's), each code c read as the subnormal c * 2^-24: one shift and
+// one mask, no conversion. Products with normal fp16 operands are exact in the MMA's f32
+// accumulator, so a sum of them times kSubnormalCodeScale is the sum over the codes themselves.
+inline constexpr float kSubnormalCodeScale = 16777216.0f;  // 2^24
 template <int BITS>
-__device__ inline uint32_t codes_to_half2(uint32_t word, int shift) {
-  constexpr uint32_t kMask = ((1u << BITS) - 1u) * 0x00010001u;
-  const uint32_t biased = ((word >> shift) & kMask) | 0x64006400u;
-  const __half2 h = __hsub2(*reinterpret_cast<const __half2*>(&biased), __half2(__half(1024.0f), __half(1024.0f)));
-  return *reinterpret_cast<const uint32_t*>(&h);
+__device__ inline uint32_t codes_as_subnormal_half2(uint32_t word, int shift) {
+  return (word >> shift) & (((1u << BITS) - 1u) * 0x00010001u);
 }
 
 }  // namespace veloxquant::cuda

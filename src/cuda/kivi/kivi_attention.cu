@@ -123,7 +123,7 @@ __device__ void attend_codes(const AttendParams& p, int seq, int main_split, uin
   };
 
   TcSoftmax st;
-  float acc[NK][4] = {};
+  float acc[NK][4] = {};    // sum of p' * code, in units of 2^-24 (codes_as_subnormal_half2)
   float vmin[1][4] = {};  // C layout: row v = sum of p * group v's minimum, per head
   const int key_shift = BITS * (ln.t % CPB), key_row = ln.t / CPB;
   for_each_tile(p, main_split, buf, fetch, [&](uint8_t* stage, int tile) {
@@ -141,7 +141,7 @@ __device__ void attend_codes(const AttendParams& p, int seq, int main_split, uin
       const uint32_t amin[4] = {even, even, odd, odd};
       mma_16816(off, amin, bq0[k]);
     }
-    float s[2][4] = {{off[0], off[1], off[2], off[3]}, {off[0], off[1], off[2], off[3]}};
+    float s[2][4] = {};  // sum of q' * code, in units of 2^-24 (codes_as_subnormal_half2)
     const uint32_t* words = reinterpret_cast<const uint32_t*>(stage + 4 * D);
 #pragma unroll
     for (int k = 0; k < NK; ++k) {
@@ -150,15 +150,15 @@ __device__ void attend_codes(const AttendParams& p, int seq, int main_split, uin
       for (int h = 0; h < 2; ++h) {  // the two 16-token lane tiles, independent MMA chains
         const uint32_t* tile_words = words + h * (T::kTileBytes + 64) / 4;
         const uint32_t w0 = tile_words[r * 16 + ln.g], w1 = tile_words[r * 16 + ln.g + 8];
-        const uint32_t a[4] = {codes_to_half2<BITS>(w0, key_shift), codes_to_half2<BITS>(w1, key_shift),
-                               codes_to_half2<BITS>(w0, key_shift + 8), codes_to_half2<BITS>(w1, key_shift + 8)};
+        const uint32_t a[4] = {codes_as_subnormal_half2<BITS>(w0, key_shift), codes_as_subnormal_half2<BITS>(w1, key_shift),
+                               codes_as_subnormal_half2<BITS>(w0, key_shift + 8), codes_as_subnormal_half2<BITS>(w1, key_shift + 8)};
         mma_16816(s[h], a, bq[k]);
       }
     }
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
-      for (int r = 0; r < 4; ++r) s[h][r] *= p.scale;
+      for (int r = 0; r < 4; ++r) s[h][r] = fmaf(s[h][r], kSubnormalCodeScale, off[r]) * p.scale;
     mask_tile(s, ln, tile * kTileTokens, p.main_end);
     float alpha[2];
     st.update(s, alpha);
@@ -192,8 +192,9 @@ __device__ void attend_codes(const AttendParams& p, int seq, int main_split, uin
         const uint32_t w0 = words[r * 16 + ln.g], w1 = words[r * 16 + ln.g + 8];
 #pragma unroll
         for (int kk = 0; kk < CPB; ++kk) {
-          const uint32_t a[4] = {codes_to_half2<BITS>(w0, BITS * kk), codes_to_half2<BITS>(w1, BITS * kk),
-                                 codes_to_half2<BITS>(w0, BITS * kk + 8), codes_to_half2<BITS>(w1, BITS * kk + 8)};
+          const uint32_t a[4] = {codes_as_subnormal_half2<BITS>(w0, BITS * kk), codes_as_subnormal_half2<BITS>(w1, BITS * kk),
+                                 codes_as_subnormal_half2<BITS>(w0, BITS * kk + 8),
+                                 codes_as_subnormal_half2<BITS>(w1, BITS * kk + 8)};
           mma_16816(acc[r * CPB + kk], a, bv[(r * 16 * CPB + 16 * kk) / VG]);
         }
       }
@@ -208,7 +209,8 @@ __device__ void attend_codes(const AttendParams& p, int seq, int main_split, uin
     const int v = (m / CPB * 16 * CPB + 16 * (m % CPB)) / VG;
     const float h0 = __shfl_sync(0xffffffffu, vmin[0][0], 4 * v + ln.t);
     const float h1 = __shfl_sync(0xffffffffu, vmin[0][1], 4 * v + ln.t);
-    acc[m][0] += h0, acc[m][2] += h0, acc[m][1] += h1, acc[m][3] += h1;
+#pragma unroll
+    for (int r = 0; r < 4; ++r) acc[m][r] = fmaf(acc[m][r], kSubnormalCodeScale, r & 1 ? h1 : h0);
   }
   // m tile r * cpb + kk holds channels r * 16 cpb + 16 kk + row.
   write_tc_partial<D>(p, st, acc, [](int m, int row) { return m / CPB * 16 * CPB + 16 * (m % CPB) + row; },
