@@ -18,51 +18,7 @@ namespace veloxquant::cuda {
 
 inline constexpr int kWarps = 4;
 inline constexpr int kThreads = kWarps * kWarp;
-inline constexpr int kTileTokens = 32;  // one token per lane
-
-template <int MAXG>
-struct SoftmaxState {
-  float m[MAXG], l[MAXG];
-  __device__ SoftmaxState() {
-#pragma unroll
-    for (int h = 0; h < MAXG; ++h) m[h] = -INFINITY, l[h] = 0.0f;
-  }
-  // The lane's scores s (-inf where its token is masked) join the running state. Returns in
-  // alpha the factor the warp's accumulated outputs must be scaled by, and in s the lane's
-  // unnormalized probabilities. Every tile has at least one unmasked token.
-  __device__ void update(float (&s)[MAXG], float (&alpha)[MAXG], int group) {
-#pragma unroll
-    for (int h = 0; h < MAXG; ++h) {
-      if (h >= group) break;
-      const float mx = fmaxf(m[h], warp_max(s[h]));
-      alpha[h] = __expf(m[h] - mx);
-      s[h] = __expf(s[h] - mx);
-      l[h] = l[h] * alpha[h] + warp_sum(s[h]);
-      m[h] = mx;
-    }
-  }
-  // update() for a tile, then what follows it in every kernel: the warp's accumulators of the
-  // group's heads are rescaled, and the lane's probabilities go to p_s[lane][MAXG] for the value
-  // pass, times `value_scale` (a factor the lane's value carries, e.g. its norm). acc holds NC
-  // accumulators per head for this lane.
-  template <int NC>
-  __device__ void fold(float (&s)[MAXG], float (&acc)[MAXG][NC], float* p_s, int lane, int group,
-                       float value_scale = 1.0f) {
-    float alpha[MAXG];
-    update(s, alpha, group);
-#pragma unroll
-    for (int h = 0; h < MAXG; ++h) {
-      p_s[lane * MAXG + h] = h < group ? s[h] * value_scale : 0.0f;
-#pragma unroll
-      for (int j = 0; j < NC; ++j) acc[h][j] *= h < group ? alpha[h] : 1.0f;
-    }
-  }
-  // The warp's (max, sum) per head into ml[warp][MAXG][2] (one lane calls it).
-  __device__ void store(float* ml, int warp) const {
-#pragma unroll
-    for (int h = 0; h < MAXG; ++h) ml[(warp * MAXG + h) * 2] = m[h], ml[(warp * MAXG + h) * 2 + 1] = l[h];
-  }
-};
+inline constexpr int kTileTokens = 32;  // tokens a warp takes at a time (two m16 halves)
 
 // Shared memory the block's epilogue uses: every warp's outputs [kWarps][MAXG][dim] and states.
 template <int MAXG>
@@ -95,24 +51,6 @@ __device__ void write_partial(const AttendParams& p, const float* o, const float
     p.part_o[(row * p.splits + split) * d + c] = out;
     if (c == 0) p.part_ml[(row * p.splits + split) * 2] = mx, p.part_ml[(row * p.splits + split) * 2 + 1] = sum;
   }
-}
-
-// The epilogue of kernels whose lane owns channels lane * NC .. + NC of every head: each warp's
-// accumulators go to shared memory at `smem` (the copy stages, free once the last copies have
-// landed and the block has synchronized), then write_partial.
-template <int D, int MAXG, int NC>
-__device__ void store_and_write_partial(const AttendParams& p, const SoftmaxState<MAXG>& st,
-                                        const float (&acc)[MAXG][NC], void* smem, int seq,
-                                        int split) {
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  float* o = reinterpret_cast<float*>(smem);
-  float* ml = o + kWarps * MAXG * D;
-#pragma unroll
-  for (int h = 0; h < MAXG; ++h)
-#pragma unroll
-    for (int j = 0; j < NC; ++j) o[(warp * MAXG + h) * D + lane * NC + j] = acc[h][j];
-  if (lane == 0) st.store(ml, warp);
-  write_partial<MAXG>(p, o, ml, seq, split);
 }
 
 // The group's queries as f32, times the softmax scale, into q_s [MAXG][dim] (block-wide).

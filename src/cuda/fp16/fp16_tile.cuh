@@ -30,27 +30,17 @@ __device__ void load_query_fragments(const AttendParams& p, int seq, const MmaLa
   for (int k = 0; k < D / 16; ++k) bq[k][0] = q[8 * k + ln.t], bq[k][1] = q[8 * k + ln.t + 4];
 }
 
-// One tile: keys kt and values vt (Fp16Tile layout), tokens first_token.. of which those >= end
-// are masked; the softmax state, the O^T accumulators (m tile m = channels 16m..16m+15) and the
-// warp's probability buffer pt move on.
+// The part of a tile after its scores: s (C layout, before the softmax scale) is scaled and
+// masked (tokens first_token.. that are >= end), joins the online softmax, and the values vt
+// (Fp16Tile layout) are summed with the probabilities, each times value_norm[token * norm_stride]
+// when value_norm is given (a per-token factor the values carry). The softmax state, the O^T
+// accumulators (m tile m = channels 16m..16m+15) and the warp's probability buffer pt move on.
 template <int D>
-__device__ void attend_fp16_tile(const uint4* kt, const uint4* vt, const uint32_t (&bq)[D / 16][2], float scale,
-                                 int first_token, int end, TcSoftmax& st, float (&acc)[D / 16][4], float* pt,
-                                 const MmaLane& ln) {
+__device__ void attend_tile_values(float (&s)[2][4], const uint4* vt, float scale, int first_token, int end,
+                                   TcSoftmax& st, float (&acc)[D / 16][4], float* pt, const MmaLane& ln,
+                                   const float* value_norm = nullptr, int norm_stride = 0) {
   using Tile = Fp16Tile<D>;
-  constexpr int NK = D / 16;
-  // ldmatrix row addresses: lane i gives row i % 8 of matrix i / 8.
   const int lane = ln.g * 4 + ln.t, mat = lane / 8, row = lane % 8;
-  float s[2][4] = {};
-#pragma unroll
-  for (int k = 0; k < NK; ++k) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {  // keys as A (tokens x channels): (tokens +0/+8) x (chunk +0/+1)
-      uint32_t a[4];
-      ldmatrix_x4(a, kt + Tile::slot(16 * h + 8 * (mat & 1) + row, 2 * k + (mat >> 1)));
-      mma_16816(s[h], a, bq[k]);
-    }
-  }
 #pragma unroll
   for (int h = 0; h < 2; ++h)
 #pragma unroll
@@ -63,18 +53,45 @@ __device__ void attend_fp16_tile(const uint4* kt, const uint4* vt, const uint32_
   __syncwarp();
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const float* ph = pt + ln.g * kPtStride + 16 * h + 2 * ln.t;
-    const uint32_t b[2] = {pack_half2(ph[0], ph[1]), pack_half2(ph[8], ph[9])};
+    const int t0 = 16 * h + 2 * ln.t;  // tokens t0, t0 + 1, t0 + 8, t0 + 9 of the B fragment
+    const float* ph = pt + ln.g * kPtStride + t0;
+    float w[4] = {ph[0], ph[1], ph[8], ph[9]};
+    if (value_norm != nullptr) {
+      w[0] *= value_norm[t0 * norm_stride], w[1] *= value_norm[(t0 + 1) * norm_stride];
+      w[2] *= value_norm[(t0 + 8) * norm_stride], w[3] *= value_norm[(t0 + 9) * norm_stride];
+    }
+    const uint32_t b[2] = {pack_half2(w[0], w[1]), pack_half2(w[2], w[3])};
     // Values as A = V^T (channels x tokens), transposed from rows: (tokens +0/+8) x (chunk +0/+1).
     const int token = 16 * h + 8 * (mat >> 1) + row;
 #pragma unroll
-    for (int m = 0; m < NK; ++m) {
+    for (int m = 0; m < D / 16; ++m) {
       uint32_t a[4];
       ldmatrix_x4_trans(a, vt + Tile::slot(token, 2 * m + (mat & 1)));
       mma_16816(acc[m], a, b);
     }
   }
   __syncwarp();
+}
+
+// One tile of fp16 rows: keys kt and values vt (Fp16Tile layout), then attend_tile_values.
+template <int D>
+__device__ void attend_fp16_tile(const uint4* kt, const uint4* vt, const uint32_t (&bq)[D / 16][2], float scale,
+                                 int first_token, int end, TcSoftmax& st, float (&acc)[D / 16][4], float* pt,
+                                 const MmaLane& ln) {
+  using Tile = Fp16Tile<D>;
+  // ldmatrix row addresses: lane i gives row i % 8 of matrix i / 8.
+  const int lane = ln.g * 4 + ln.t, mat = lane / 8, row = lane % 8;
+  float s[2][4] = {};
+#pragma unroll
+  for (int k = 0; k < D / 16; ++k) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // keys as A (tokens x channels): (tokens +0/+8) x (chunk +0/+1)
+      uint32_t a[4];
+      ldmatrix_x4(a, kt + Tile::slot(16 * h + 8 * (mat & 1) + row, 2 * k + (mat >> 1)));
+      mma_16816(s[h], a, bq[k]);
+    }
+  }
+  attend_tile_values<D>(s, vt, scale, first_token, end, st, acc, pt, ln);
 }
 
 // m tile m of attend_fp16_tile's accumulators holds channels 16m..16m+15.
