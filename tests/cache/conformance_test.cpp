@@ -104,7 +104,22 @@ TEST_P(Conformance, AcceptsEveryDtypeAndKeepsShapes) {
   }
 }
 
-// bytes() must equal codes + fp16 residual + shared state, whatever the append chunking.
+// What `codec` writes for the first `enc` tokens of KV head `head` of `x` ([tokens, kHeads, hd]),
+// from the fp16 rounding of x the cache keeps them in until they are encoded.
+std::vector<uint8_t> codes_written(const Codec& codec, const std::vector<float>& x, size_t head, size_t enc,
+                                   size_t hd) {
+  std::vector<float> rows(enc * hd);
+  for (size_t t = 0; t < enc; ++t)
+    for (size_t c = 0; c < hd; ++c) rows[t * hd + c] = f16_to_f32(f32_to_f16(x[(t * kHeads + head) * hd + c]));
+  std::vector<uint8_t> codes(codec.code_bytes(enc));
+  codec.encode(rows.data(), enc, codes.data());
+  codes.resize(codec.encoded_bytes(codes.data(), enc, codes.size()));
+  return codes;
+}
+
+// bytes() must equal codes + fp16 residual + shared state, whatever the append chunking. The
+// codes are code_bytes(n) for a fixed-length codec, and for a variable-length one exactly what
+// the codec writes for each stream's tokens.
 TEST_P(Conformance, CountsBytesExactly) {
   const size_t hd = dim();
   const Spec spec = parse_spec(name());
@@ -117,19 +132,30 @@ TEST_P(Conformance, CountsBytesExactly) {
       const KVCache cache = filled(name(), w, chunk, 5);
       // Codecs fitted per stream add each stream's fitted state, at most stream_state_bytes()
       // (heads of a group may share the state of the group's first head).
-      auto expected = [&](const Codec& codec, const std::vector<CacheStream>& streams) {
+      auto expected = [&](const Codec& codec, const std::vector<CacheStream>& streams, const std::vector<float>& x) {
         const size_t b = codec.block_tokens();
         const size_t enc = tokens >= c.residual ? (tokens - c.residual) / b * b : 0;
-        size_t states = 0;
-        for (const CacheStream& s : streams) {
+        size_t states = 0, codes = 0;
+        for (size_t h = 0; h < kHeads; ++h) {
+          const CacheStream& s = streams[h];
           EXPECT_LE(s.state.size(), codec.stream_state_bytes());
           states += s.state.size();
+          if (!codec.variable_length()) {
+            codes += codec.code_bytes(enc);
+            continue;
+          }
+          // Re-encoding needs the codec the cache encoded with: none of the variable-length
+          // codecs is fitted per stream or stores tokens by their attention.
+          EXPECT_FALSE(codec.fits_streams() || codec.wants_attention());
+          const std::vector<uint8_t> written = codes_written(codec, x, h, enc, hd);
+          EXPECT_TRUE(s.codes == written) << "KV head " << h << ": the stored codes are not what the codec wrote";
+          codes += written.size();
         }
         EXPECT_EQ(streams[0].state.empty(), !codec.fits_streams() || enc == 0);
-        return kHeads * (codec.code_bytes(enc) + (tokens - enc) * hd * 2) + codec.state_bytes() + states;
+        return codes + kHeads * (tokens - enc) * hd * 2 + codec.state_bytes() + states;
       };
-      EXPECT_EQ(cache.key_bytes(), expected(*c.key, cache.key_streams())) << tokens << " tokens, chunk " << chunk;
-      EXPECT_EQ(cache.value_bytes(), expected(*c.value, cache.value_streams())) << tokens << " tokens, chunk " << chunk;
+      EXPECT_EQ(cache.key_bytes(), expected(*c.key, cache.key_streams(), w.keys)) << tokens << " tokens, chunk " << chunk;
+      EXPECT_EQ(cache.value_bytes(), expected(*c.value, cache.value_streams(), w.values)) << tokens << " tokens, chunk " << chunk;
       EXPECT_EQ(cache.fp16_bytes(), 4 * tokens * kHeads * hd);
     }
   }
