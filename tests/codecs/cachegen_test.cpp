@@ -323,6 +323,30 @@ TEST(Cachegen, RestoreRefusesACorruptBlockLength) {
   EXPECT_EQ(copy.bytes(), cache.bytes());
 }
 
+// Streams in the layout cachegen stored before its blocks were compact (each block zero-padded
+// to its worst case, a session file of an older build) are refused rather than misread.
+TEST(Cachegen, RestoreRefusesPaddedBlocks) {
+  const size_t h = 1, d = 32, n = 128;
+  const std::vector<float> k = smooth_stream(n, d, 6), v = smooth_stream(n, d, 7);
+  KVCache cache("cachegen", LayerShape{h, d, 0, 0});
+  cache.append(TensorView::f32(k.data(), {n, h, d}), TensorView::f32(v.data(), {n, h, d}));
+  const CachegenCodec codec(Stream::Keys, d, 4, 64, 32);
+  std::vector<CacheStream> keys = cache.key_streams();
+  ASSERT_EQ(codec.rans_blocks(keys[0].codes.data(), n), 2u);
+  std::vector<uint8_t> padded;
+  for (size_t b = 0; b < 2; ++b) {
+    std::vector<uint8_t> one = block_bytes(codec, keys[0].codes, b);
+    one.resize(codec.code_bytes(64), 0);
+    padded.insert(padded.end(), one.begin(), one.end());
+  }
+  keys[0].codes = padded;
+  KVCache copy("cachegen", LayerShape{h, d, 0, 0});
+  EXPECT_CONTAINS(test::error_message<Error>([&] { copy.restore(keys, cache.value_streams()); }),
+                  "the key stream of KV head 0 has " + std::to_string(padded.size()) +
+                      " code bytes for 128 tokens, whose blocks do not parse: block 1 of 2");
+  EXPECT_EQ(copy.tokens(), 0u);
+}
+
 // Eviction composed with cachegen keeps whole coded blocks: after every step each stored block is
 // byte for byte what the codec writes for the tokens positions() names, and bytes() is exactly
 // those blocks plus the fp16 tails.
