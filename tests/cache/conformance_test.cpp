@@ -6,8 +6,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "eval/synthetic_kv.h"
 #include "veloxquant/cache.h"
@@ -170,6 +172,31 @@ TEST_P(Conformance, CodeBytesAreAdditive) {
     EXPECT_EQ(codec->code_bytes(0), 0u);
     EXPECT_EQ(codec->code_bytes(5 * b), codec->code_bytes(2 * b) + codec->code_bytes(3 * b));
     EXPECT_GT(codec->code_bytes(b), 0u);
+  }
+}
+
+// What encoded_block_bytes() reads from one encoded block: code_bytes(block) for a fixed-length
+// codec, at most that for a variable-length one, and the same as walking the stream; a block cut
+// short is refused rather than read past its end.
+TEST_P(Conformance, EncodedBlockBytesReadsOneBlock) {
+  const size_t hd = dim();
+  const Spec spec = parse_spec(name());
+  const LayerCodecs c = spec.method->make(spec.params, LayerShape{kHeads, hd, 0, 0});
+  for (const Codec* prototype : {c.key.get(), c.value.get()}) {
+    const size_t b = prototype->block_tokens();
+    const SyntheticKV w = make_synthetic_kv(b, 1, hd, 1, 1, 6);
+    const std::shared_ptr<const Codec> codec = codec_for_stream(*prototype, w.keys.data(), b);
+    std::vector<uint8_t> codes(codec->code_bytes(b));
+    codec->encode(w.keys.data(), b, codes.data());
+    const size_t bytes = codec->encoded_block_bytes(codes.data(), codes.size());
+    EXPECT_EQ(bytes, codec->encoded_bytes(codes.data(), b, codes.size()));
+    if (codec->variable_length()) {
+      EXPECT_LE(bytes, codec->code_bytes(b));
+    } else {
+      EXPECT_EQ(bytes, codec->code_bytes(b));
+    }
+    EXPECT_THROW(codec->encoded_block_bytes(codes.data(), bytes - 1), Error);
+    EXPECT_THROW(codec->encoded_bytes(codes.data(), b, bytes - 1), Error);
   }
 }
 
