@@ -102,12 +102,14 @@ void fuzz_codec(const Codec& prototype, FuzzedDataProvider& in) {
   const std::shared_ptr<const Codec> fitted = veloxquant::codec_for_stream(prototype, prompt.data(), n);
   const Codec& codec = *fitted;
   if (in.ConsumeBool()) {
-    // Arbitrary code bytes, as a damaged session file would bring them: check_codes may refuse
-    // them with veloxquant::Error (KVCache::restore does exactly that); codes it accepts must
-    // decode, score and accumulate without a crash or a sanitizer report.
+    // Arbitrary code bytes, as a damaged session file would bring them: encoded_bytes and
+    // check_codes may refuse them with veloxquant::Error (KVCache::restore does exactly that);
+    // codes they accept must decode, score and accumulate without a crash or a sanitizer report.
+    // A variable-length codec's blocks may end anywhere, so its buffer keeps the length drawn.
     std::vector<uint8_t> codes = in.ConsumeBytes<uint8_t>(codec.code_bytes(n));
-    codes.resize(codec.code_bytes(n));
+    if (!codec.variable_length()) codes.resize(codec.code_bytes(n));
     try {
+      codec.encoded_bytes(codes.data(), n, codes.size());
       codec.check_codes(codes.data(), n);
     } catch (const veloxquant::Error&) {
       return;

@@ -20,9 +20,27 @@ class Codec {
   // Tokens encoded together (KIVI keys share scales across a group of tokens); encode(), decode(),
   // score() and accumulate() take a multiple of this many tokens. 1 for per-vector codecs.
   virtual size_t block_tokens() const { return 1; }
-  // Exact bytes of the codes of n tokens (n a multiple of block_tokens()). Additive: the codes of
-  // tokens [a, b) start at byte code_bytes(a) of a stream, so streams append and slice.
+  // Bytes of the codes of n tokens (n a multiple of block_tokens()), additive. For a fixed-length
+  // codec this is exact: the codes of tokens [a, b) start at byte code_bytes(a) of a stream, so
+  // streams append and slice by arithmetic. For a variable-length codec it is an upper bound: the
+  // most encode() can write for n tokens, which callers size buffers by.
   virtual size_t code_bytes(size_t n) const = 0;
+  // Variable-length codecs (entropy coders: cachegen) store each block in the bytes its data
+  // codes to, because padding every block to its worst case would count bytes the coder saved as
+  // stored. encode() then writes its blocks back to back, and each block states its own length
+  // in its first bytes: a stream's size, and where each block starts, are read back from the
+  // codes themselves (encoded_bytes), so a cache needs no offset table that a session file would
+  // have to carry and a damaged file could contradict.
+  virtual bool variable_length() const { return false; }
+  // Bytes of the encoded block that starts at `block`, of which `available` bytes may be read.
+  // The default (fixed length) is code_bytes(block_tokens()). Throws Error naming the field when
+  // the block's length cannot be read from it or it runs past `available` (codes from a damaged
+  // file); reads nothing beyond `available`.
+  virtual size_t encoded_block_bytes(const uint8_t* block, size_t available) const;
+  // Bytes the blocks of the first n tokens at `codes` occupy: code_bytes(n) for a fixed-length
+  // codec, the sum of the blocks' own lengths for a variable-length one. Throws Error naming the
+  // block when one does not parse or the blocks need more than `available` bytes.
+  size_t encoded_bytes(const uint8_t* codes, size_t n, size_t available) const;
   // Bytes of the fitted state all blocks share (rotation signs, projections, codebooks), stored
   // once per stream.
   virtual size_t state_bytes() const = 0;
@@ -74,7 +92,8 @@ class Codec {
   // first field encode() cannot have written; the default accepts every byte pattern, which is
   // right for codecs whose codes are plain indices into complete tables. decode(), score() and
   // accumulate() REQUIRE codes that encode() wrote or that passed this check: the attention hot
-  // path does not check them again.
+  // path does not check them again. For a variable-length codec, REQUIRES: the blocks lie within
+  // the buffer (encoded_bytes() accepted them), which KVCache::restore checks first.
   virtual void check_codes(const uint8_t* /*codes*/, size_t /*n*/) const {}
 
   // True when score() / accumulate() work on the codes without reconstructing vectors. When

@@ -18,15 +18,22 @@ void release_spare(std::vector<T>& v) {
 
 // Keeps only the given stream-token ranges of `s`, oldest first, moving them down in place. Each
 // range is whole blocks of the encoded part and/or whole rows of the tail, since units never cut a
-// block.
+// block. The codes are read front to back with Codec::encoded_bytes, which for a variable-length
+// codec walks its blocks' stated lengths: a kept block only ever moves down over bytes already
+// read, so the blocks still to read stay intact.
 void keep_ranges(CacheStream& s, const Codec& codec, size_t row_bytes, const std::vector<Unit>& kept) {
   size_t codes_at = 0, tail_at = 0, encoded = 0, tail_tokens = 0;
+  size_t read_token = 0, read_at = 0;  // the next unread encoded token and the byte it starts at
   for (const Unit& u : kept) {
     const size_t enc_end = std::min(u.end, s.encoded);
     if (u.begin < enc_end) {
-      const size_t from = codec.code_bytes(u.begin), bytes = codec.code_bytes(enc_end - u.begin);
-      std::memmove(s.codes.data() + codes_at, s.codes.data() + from, bytes);
+      const size_t size = s.codes.size();
+      read_at += codec.encoded_bytes(s.codes.data() + read_at, u.begin - read_token, size - read_at);
+      const size_t bytes = codec.encoded_bytes(s.codes.data() + read_at, enc_end - u.begin, size - read_at);
+      std::memmove(s.codes.data() + codes_at, s.codes.data() + read_at, bytes);
       codes_at += bytes;
+      read_at += bytes;
+      read_token = enc_end;
       encoded += enc_end - u.begin;
     }
     const size_t tail_begin = std::max(u.begin, s.encoded);

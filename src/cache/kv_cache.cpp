@@ -60,9 +60,19 @@ std::string stream_layout_error(const CacheStream& s, const Codec& codec, size_t
     return fmt::format("has {} encoded tokens; expected a multiple of the codec's block of {}",
                        s.encoded, block);
   }
-  if (s.codes.size() != codec.code_bytes(s.encoded)) {
-    return fmt::format("has {} code bytes for {} tokens; expected {}", s.codes.size(), s.encoded,
-                       codec.code_bytes(s.encoded));
+  // Where the codes of the encoded tokens end: code_bytes() for a fixed-length codec; the lengths
+  // a variable-length codec's blocks state, which must parse and lie within the codes.
+  size_t code_end = 0;
+  try {
+    code_end = codec.variable_length() ? codec.encoded_bytes(s.codes.data(), s.encoded, s.codes.size())
+                                       : codec.code_bytes(s.encoded);
+  } catch (const Error& e) {
+    return fmt::format("has {} code bytes for {} tokens, whose blocks do not parse: {}", s.codes.size(),
+                       s.encoded, e.what());
+  }
+  if (s.codes.size() != code_end) {
+    return fmt::format("has {} code bytes for {} tokens; expected {}{}", s.codes.size(), s.encoded,
+                       code_end, codec.variable_length() ? " (where its blocks' stated lengths end)" : "");
   }
   if (s.tail.size() != s.tail_tokens * row_bytes) {
     return fmt::format("has {} tail bytes for {} tokens; expected {}", s.tail.size(),
@@ -190,6 +200,8 @@ void KVCache::Impl::encode_aged(size_t head) {
     const size_t m = (s.tail_tokens - codecs.residual) / block * block;
     std::vector<float> x(m * d);
     fp16.decode(s.tail.data(), m, x.data());
+    // code_bytes() is what encode may write; a variable-length codec writes less, and the stream
+    // keeps only what it wrote.
     const size_t at = s.codes.size();
     s.codes.resize(at + codec.code_bytes(m));
     if (codec.wants_attention()) {
@@ -206,6 +218,7 @@ void KVCache::Impl::encode_aged(size_t head) {
     } else {
       codec.encode(x.data(), m, s.codes.data() + at);
     }
+    s.codes.resize(at + codec.encoded_bytes(s.codes.data() + at, m, s.codes.size() - at));
     s.encoded += m;
     s.tail.erase(s.tail.begin(), s.tail.begin() + static_cast<std::ptrdiff_t>(m * row_bytes));
     s.tail_tokens -= m;

@@ -6,8 +6,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "eval/synthetic_kv.h"
 #include "veloxquant/cache.h"
@@ -104,7 +106,22 @@ TEST_P(Conformance, AcceptsEveryDtypeAndKeepsShapes) {
   }
 }
 
-// bytes() must equal codes + fp16 residual + shared state, whatever the append chunking.
+// What `codec` writes for the first `enc` tokens of KV head `head` of `x` ([tokens, kHeads, hd]),
+// from the fp16 rounding of x the cache keeps them in until they are encoded.
+std::vector<uint8_t> codes_written(const Codec& codec, const std::vector<float>& x, size_t head, size_t enc,
+                                   size_t hd) {
+  std::vector<float> rows(enc * hd);
+  for (size_t t = 0; t < enc; ++t)
+    for (size_t c = 0; c < hd; ++c) rows[t * hd + c] = f16_to_f32(f32_to_f16(x[(t * kHeads + head) * hd + c]));
+  std::vector<uint8_t> codes(codec.code_bytes(enc));
+  codec.encode(rows.data(), enc, codes.data());
+  codes.resize(codec.encoded_bytes(codes.data(), enc, codes.size()));
+  return codes;
+}
+
+// bytes() must equal codes + fp16 residual + shared state, whatever the append chunking. The
+// codes are code_bytes(n) for a fixed-length codec, and for a variable-length one exactly what
+// the codec writes for each stream's tokens.
 TEST_P(Conformance, CountsBytesExactly) {
   const size_t hd = dim();
   const Spec spec = parse_spec(name());
@@ -117,19 +134,30 @@ TEST_P(Conformance, CountsBytesExactly) {
       const KVCache cache = filled(name(), w, chunk, 5);
       // Codecs fitted per stream add each stream's fitted state, at most stream_state_bytes()
       // (heads of a group may share the state of the group's first head).
-      auto expected = [&](const Codec& codec, const std::vector<CacheStream>& streams) {
+      auto expected = [&](const Codec& codec, const std::vector<CacheStream>& streams, const std::vector<float>& x) {
         const size_t b = codec.block_tokens();
         const size_t enc = tokens >= c.residual ? (tokens - c.residual) / b * b : 0;
-        size_t states = 0;
-        for (const CacheStream& s : streams) {
+        size_t states = 0, codes = 0;
+        for (size_t h = 0; h < kHeads; ++h) {
+          const CacheStream& s = streams[h];
           EXPECT_LE(s.state.size(), codec.stream_state_bytes());
           states += s.state.size();
+          if (!codec.variable_length()) {
+            codes += codec.code_bytes(enc);
+            continue;
+          }
+          // Re-encoding needs the codec the cache encoded with: none of the variable-length
+          // codecs is fitted per stream or stores tokens by their attention.
+          EXPECT_FALSE(codec.fits_streams() || codec.wants_attention());
+          const std::vector<uint8_t> written = codes_written(codec, x, h, enc, hd);
+          EXPECT_TRUE(s.codes == written) << "KV head " << h << ": the stored codes are not what the codec wrote";
+          codes += written.size();
         }
         EXPECT_EQ(streams[0].state.empty(), !codec.fits_streams() || enc == 0);
-        return kHeads * (codec.code_bytes(enc) + (tokens - enc) * hd * 2) + codec.state_bytes() + states;
+        return codes + kHeads * (tokens - enc) * hd * 2 + codec.state_bytes() + states;
       };
-      EXPECT_EQ(cache.key_bytes(), expected(*c.key, cache.key_streams())) << tokens << " tokens, chunk " << chunk;
-      EXPECT_EQ(cache.value_bytes(), expected(*c.value, cache.value_streams())) << tokens << " tokens, chunk " << chunk;
+      EXPECT_EQ(cache.key_bytes(), expected(*c.key, cache.key_streams(), w.keys)) << tokens << " tokens, chunk " << chunk;
+      EXPECT_EQ(cache.value_bytes(), expected(*c.value, cache.value_streams(), w.values)) << tokens << " tokens, chunk " << chunk;
       EXPECT_EQ(cache.fp16_bytes(), 4 * tokens * kHeads * hd);
     }
   }
@@ -144,6 +172,31 @@ TEST_P(Conformance, CodeBytesAreAdditive) {
     EXPECT_EQ(codec->code_bytes(0), 0u);
     EXPECT_EQ(codec->code_bytes(5 * b), codec->code_bytes(2 * b) + codec->code_bytes(3 * b));
     EXPECT_GT(codec->code_bytes(b), 0u);
+  }
+}
+
+// What encoded_block_bytes() reads from one encoded block: code_bytes(block) for a fixed-length
+// codec, at most that for a variable-length one, and the same as walking the stream; a block cut
+// short is refused rather than read past its end.
+TEST_P(Conformance, EncodedBlockBytesReadsOneBlock) {
+  const size_t hd = dim();
+  const Spec spec = parse_spec(name());
+  const LayerCodecs c = spec.method->make(spec.params, LayerShape{kHeads, hd, 0, 0});
+  for (const Codec* prototype : {c.key.get(), c.value.get()}) {
+    const size_t b = prototype->block_tokens();
+    const SyntheticKV w = make_synthetic_kv(b, 1, hd, 1, 1, 6);
+    const std::shared_ptr<const Codec> codec = codec_for_stream(*prototype, w.keys.data(), b);
+    std::vector<uint8_t> codes(codec->code_bytes(b));
+    codec->encode(w.keys.data(), b, codes.data());
+    const size_t bytes = codec->encoded_block_bytes(codes.data(), codes.size());
+    EXPECT_EQ(bytes, codec->encoded_bytes(codes.data(), b, codes.size()));
+    if (codec->variable_length()) {
+      EXPECT_LE(bytes, codec->code_bytes(b));
+    } else {
+      EXPECT_EQ(bytes, codec->code_bytes(b));
+    }
+    EXPECT_THROW(codec->encoded_block_bytes(codes.data(), bytes - 1), Error);
+    EXPECT_THROW(codec->encoded_bytes(codes.data(), b, bytes - 1), Error);
   }
 }
 

@@ -14,6 +14,7 @@
 #include "core/xxhash64.h"
 #include "expect_error.h"
 #include "session_file_helpers.h"
+#include "veloxquant/method.h"
 
 namespace veloxquant {
 namespace {
@@ -113,6 +114,44 @@ TEST(SessionFileDamage, ACacheItsCodecsCouldNotHaveWrittenIsRefusedBeforeTheSess
   EXPECT_CONTAINS(test::error_message<FormatError>([&] { restore_session(s, std::move(f)); }),
                   "layer 1: kivi:kbits=2,vbits=2,group=32,residual=8: the value stream of KV head 1 "
                   "has a non-finite fp16 value at tail byte");
+  EXPECT_TRUE(std::ranges::equal(s.tokens(), prompt));
+  EXPECT_EQ(s.kv_bytes(), bytes_before);
+}
+
+// cachegen stores blocks at their coded size, each stating its length (a variable-length codec):
+// a file whose checksums are right but whose last key block of layer 1 states one byte more than
+// the codes hold parses, and restoring it is refused naming the layer, the stream, the block and
+// the field, with the session untouched.
+TEST(SessionFileDamage, ACorruptBlockLengthIsRefusedBeforeTheSessionChanges) {
+  TempDir dir;
+  const Model model = test::fixture_model("llama", 1);
+  const std::string spec = "cachegen:block=16";
+  Session saved(model, {spec, 0});
+  save_session(saved, saved.eval(test::long_prompt(model, 50)), dir.file("s.vqs"));
+  SessionFile f = read_session_file(dir.file("s.vqs"));
+  CacheStream& keys = f.layers[1].keys[0];
+  ASSERT_EQ(keys.encoded, 48u);
+  const Spec parsed = parse_spec(spec);
+  const LayerCodecs codecs = parsed.method->make(parsed.params, LayerShape{2, 16, 1, 0});
+  ASSERT_TRUE(codecs.key->variable_length());
+  const size_t code_bytes = keys.codes.size();
+  const size_t last = codecs.key->encoded_bytes(keys.codes.data(), 32, code_bytes);
+  uint8_t* length_at = keys.codes.data() + last + 4 * 16 + 4;  // after the grids, mode and reserved bytes
+  uint32_t length;
+  std::memcpy(&length, length_at, 4);
+  ASSERT_EQ(last + 4 * 16 + 8 + length, code_bytes);
+  ++length;
+  std::memcpy(length_at, &length, 4);
+
+  Session s(model, {spec, 0});
+  const std::vector<int32_t> prompt = test::long_prompt(model, 10);
+  s.eval(prompt);
+  const size_t bytes_before = s.kv_bytes();
+  const std::string message = test::error_message<FormatError>([&] { restore_session(s, std::move(f)); });
+  EXPECT_CONTAINS(message, fmt::format("layer 1: cachegen:bits=4,block=16,group=32,residual=0: the key stream "
+                                       "of KV head 0 has {} code bytes for 48 tokens, whose blocks do not "
+                                       "parse: block 2 of 3 (tokens 32..47", code_bytes));
+  EXPECT_CONTAINS(message, fmt::format("cachegen: corrupt key codes: field payload length = {}; ", length));
   EXPECT_TRUE(std::ranges::equal(s.tokens(), prompt));
   EXPECT_EQ(s.kv_bytes(), bytes_before);
 }

@@ -2,8 +2,12 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <memory>
+#include <vector>
 
 #include "commands.h"
+#include "eval/synthetic_kv.h"
+#include "veloxquant/codec.h"
 #include "veloxquant/method.h"
 
 namespace veloxquant::cli {
@@ -15,18 +19,28 @@ LayerCodecs default_codecs(const MethodInfo& m) {
   return m.make(parse_spec(m.name).params, LayerShape{1, kDim, 0, 0});
 }
 
-// Bits per element of K+V at default parameters, measured from code_bytes() on a long stream
-// (head_dim 128, 4096 tokens) with the residual window counted as fp16, and the state a codec
-// fitted per stream keeps.
-double measured_bits(const LayerCodecs& c) {
+// The bytes of the codes of the first n tokens of `x` ([tokens, kDim]): code_bytes(n) for a
+// fixed-length codec; a variable-length one's size depends on the data, so x is encoded.
+size_t code_bytes_of(const Codec& codec, const std::vector<float>& x, size_t n) {
+  if (!codec.variable_length()) return codec.code_bytes(n);
+  const std::shared_ptr<const Codec> ready = codec_for_stream(codec, x.data(), n);
+  std::vector<uint8_t> codes(ready->code_bytes(n));
+  ready->encode(x.data(), n, codes.data());
+  return ready->encoded_bytes(codes.data(), n, codes.size());
+}
+
+// Bits per element of K+V at default parameters on a long stream (head_dim 128, 4096 tokens of
+// the synthetic workload, eval/synthetic_kv.h) with the residual window counted as fp16, and the
+// state a codec fitted per stream keeps.
+double measured_bits(const LayerCodecs& c, const SyntheticKV& w) {
   const size_t tokens = kTokens, d = kDim;
-  auto stream_bytes = [&](const Codec& codec) {
+  auto stream_bytes = [&](const Codec& codec, const std::vector<float>& x) {
     const size_t stored = std::min(tokens, c.residual);
     size_t encoded = (tokens - stored) / codec.block_tokens() * codec.block_tokens();
-    return codec.code_bytes(encoded) + (tokens - encoded) * d * 2 + codec.state_bytes() +
+    return code_bytes_of(codec, x, encoded) + (tokens - encoded) * d * 2 + codec.state_bytes() +
            codec.stream_state_bytes();
   };
-  return 8.0 * static_cast<double>(stream_bytes(*c.key) + stream_bytes(*c.value)) /
+  return 8.0 * static_cast<double>(stream_bytes(*c.key, w.keys) + stream_bytes(*c.value, w.values)) /
          static_cast<double>(2 * tokens * d);
 }
 
@@ -43,10 +57,11 @@ Command add_methods_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("methods", "List every compression method and eviction policy with its parameters");
   return [cmd] {
     (void)cmd;
+    const SyntheticKV workload = make_synthetic_kv(kTokens, 1, kDim, 1, 1, 1);
     for (const auto& m : registered_methods()) {
       const LayerCodecs c = default_codecs(m);
-      fmt::print("{}  [{}]  {:.2f} bits/element (K+V, head_dim 128, 4096 tokens, defaults)\n",
-                 m.name, m.family, measured_bits(c));
+      fmt::print("{}  [{}]  {:.2f} bits/element (K+V, head_dim 128, 4096 synthetic tokens, defaults)\n",
+                 m.name, m.family, measured_bits(c, workload));
       fmt::print("    {}\n    paper: {}\n", m.summary, m.paper);
       // Whether attention reads the codes directly on this build, or decodes them first.
       auto mode = [](bool fused) { return fused ? "on the codes" : "after decoding"; };

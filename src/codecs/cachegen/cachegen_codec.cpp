@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "codecs/cachegen/rans.h"
@@ -26,7 +27,7 @@ CachegenCodec::CachegenCodec(Stream stream, size_t dim, unsigned bits, size_t bl
   params_ = stream_ == Stream::Keys ? dim_ : block_ * groups_;
   capacity_ = packed_bytes(block_ * dim_, bits_);
   anchor_bytes_ = packed_bytes(dim_, bits_);
-  slot_bytes_ = 4 * params_ + kHeaderBytes + capacity_;
+  max_block_bytes_ = 4 * params_ + kHeaderBytes + capacity_;
 }
 
 QuantizedBlock CachegenCodec::quantize(const float* x) const {
@@ -66,12 +67,11 @@ void CachegenCodec::dequantize(const QuantizedBlock& q, float* x) const {
     }
 }
 
-void CachegenCodec::encode_block(const float* x, uint8_t* slot) const {
+size_t CachegenCodec::encode_block(const float* x, uint8_t* out) const {
   const QuantizedBlock q = quantize(x);
-  std::memset(slot, 0, slot_bytes_);
-  std::memcpy(slot, q.step.data(), 2 * params_);
-  std::memcpy(slot + 2 * params_, q.min.data(), 2 * params_);
-  uint8_t* header = slot + 4 * params_;
+  std::memcpy(out, q.step.data(), 2 * params_);
+  std::memcpy(out + 2 * params_, q.min.data(), 2 * params_);
+  uint8_t* header = out + 4 * params_;
   uint8_t* payload = header + kHeaderBytes;
 
   // Token-wise deltas of the codes, modulo 2^bits: lossless, and concentrated near 0 (and near
@@ -102,16 +102,53 @@ void CachegenCodec::encode_block(const float* x, uint8_t* slot) const {
     pack_bits(q.codes.data(), block_ * dim_, bits_, payload);
     length = static_cast<uint32_t>(capacity_);
   }
+  header[1] = header[2] = header[3] = 0;
   for (int k = 0; k < 4; ++k) header[4 + k] = static_cast<uint8_t>(length >> (8 * k));
+  return 4 * params_ + kHeaderBytes + length;
 }
 
-QuantizedBlock CachegenCodec::read_block(const uint8_t* slot, size_t index, bool check) const {
-  const std::string where = std::string("cachegen: corrupt ") + name() + " codes: block " + std::to_string(index) + ", ";
+std::string CachegenCodec::corrupt_prefix() const { return std::string("cachegen: corrupt ") + name() + " codes: "; }
+
+CachegenCodec::BlockHeader CachegenCodec::read_header(const uint8_t* block, size_t available) const {
+  const size_t fixed = 4 * params_ + kHeaderBytes;
+  if (available < fixed) {
+    throw Error("field header: the block's grids and header need " + std::to_string(fixed) + " bytes; " +
+                std::to_string(available) + " are left (truncated)");
+  }
+  const uint8_t* header = block + 4 * params_;
+  const BlockHeader h{header[0], load_u32(header + 4), fixed + load_u32(header + 4)};
+  if (h.mode > 1) throw Error("field mode = " + std::to_string(h.mode) + "; expected 0 (raw) or 1 (rans)");
+  if (header[1] != 0 || header[2] != 0 || header[3] != 0) throw Error("field header: reserved bytes are not zero");
+  const std::string length = "field payload length = " + std::to_string(h.length) + "; ";
+  if (h.mode == 0 && h.length != capacity_) {
+    throw Error(length + "a raw block holds exactly " + std::to_string(capacity_));
+  }
+  if (h.mode == 1 && (h.length >= capacity_ || h.length < anchor_bytes_)) {
+    throw Error(length + "a rans block holds " + std::to_string(anchor_bytes_) + " (the anchor codes) to " +
+                std::to_string(capacity_ - 1));
+  }
+  if (h.bytes > available) {
+    throw Error(length + "the block needs " + std::to_string(h.bytes) + " bytes; " + std::to_string(available) +
+                " are left (truncated)");
+  }
+  return h;
+}
+
+size_t CachegenCodec::encoded_block_bytes(const uint8_t* block, size_t available) const {
+  try {
+    return read_header(block, available).bytes;
+  } catch (const Error& e) {
+    throw Error(corrupt_prefix() + e.what());
+  }
+}
+
+QuantizedBlock CachegenCodec::read_block(const uint8_t*& p, size_t index, bool check) const {
+  const std::string where = corrupt_prefix() + "block " + std::to_string(index) + ", ";
   QuantizedBlock q;
   q.step.resize(params_);
   q.min.resize(params_);
-  std::memcpy(q.step.data(), slot, 2 * params_);
-  std::memcpy(q.min.data(), slot + 2 * params_, 2 * params_);
+  std::memcpy(q.step.data(), p, 2 * params_);
+  std::memcpy(q.min.data(), p + 2 * params_, 2 * params_);
   if (check) {
     for (size_t i = 0; i < params_; ++i) {
       const uint16_t s = q.step[i], m = q.min[i];
@@ -126,37 +163,27 @@ QuantizedBlock CachegenCodec::read_block(const uint8_t* slot, size_t index, bool
       }
     }
   }
-  const uint8_t* header = slot + 4 * params_;
-  const uint8_t* payload = header + kHeaderBytes;
-  const uint8_t mode = header[0];
-  const uint32_t length = load_u32(header + 4);
-  if (mode > 1) throw Error(where + "field mode = " + std::to_string(mode) + "; expected 0 (raw) or 1 (rans)");
-  if (header[1] != 0 || header[2] != 0 || header[3] != 0) throw Error(where + "field header: reserved bytes are not zero");
-  if (mode == 0 && length != capacity_) {
-    throw Error(where + "field payload length = " + std::to_string(length) + "; a raw block holds exactly " +
-                std::to_string(capacity_));
-  }
-  if (mode == 1 && length >= capacity_) {
-    throw Error(where + "field payload length = " + std::to_string(length) + "; a rans block holds fewer than " +
-                std::to_string(capacity_));
-  }
-  if (check) {
-    for (size_t i = length; i < capacity_; ++i)
-      if (payload[i] != 0) throw Error(where + "field padding: byte " + std::to_string(i) + " of the payload is not zero");
-  }
+  const BlockHeader h = [&] {
+    try {
+      return read_header(p, std::numeric_limits<size_t>::max());
+    } catch (const Error& e) {
+      throw Error(where + e.what());
+    }
+  }();
+  const uint8_t* payload = p + 4 * params_ + kHeaderBytes;
+  p += h.bytes;
   q.codes.resize(block_ * dim_);
-  if (mode == 0) {
+  if (h.mode == 0) {
     unpack_bits(payload, block_ * dim_, bits_, q.codes.data());
     return q;
   }
-  if (length < anchor_bytes_) throw Error(where + "field payload length = " + std::to_string(length) + "; shorter than the anchor codes");
   unpack_bits(payload, dim_, bits_, q.codes.data());
-  const uint8_t* p = payload + anchor_bytes_;
-  const uint8_t* const end = payload + length;
+  const uint8_t* at = payload + anchor_bytes_;
+  const uint8_t* const end = payload + h.length;
   const size_t alphabet = size_t{1} << bits_;
   try {
-    const FreqTable table = FreqTable::read(p, end, alphabet);
-    rans_decode(p, static_cast<size_t>(end - p), table, q.codes.data() + dim_, (block_ - 1) * dim_);
+    const FreqTable table = FreqTable::read(at, end, alphabet);
+    rans_decode(at, static_cast<size_t>(end - at), table, q.codes.data() + dim_, (block_ - 1) * dim_);
   } catch (const Error& e) {
     throw Error(where + "field " + e.what());
   }
@@ -166,28 +193,23 @@ QuantizedBlock CachegenCodec::read_block(const uint8_t* slot, size_t index, bool
 }
 
 void CachegenCodec::encode(const float* x, size_t n, uint8_t* codes) const {
-  for (size_t b = 0; b < n / block_; ++b) encode_block(x + b * block_ * dim_, codes + b * slot_bytes_);
+  for (size_t b = 0; b < n / block_; ++b) codes += encode_block(x + b * block_ * dim_, codes);
 }
 
 void CachegenCodec::decode(const uint8_t* codes, size_t n, float* x) const {
-  for (size_t b = 0; b < n / block_; ++b)
-    dequantize(read_block(codes + b * slot_bytes_, b, false), x + b * block_ * dim_);
+  for (size_t b = 0; b < n / block_; ++b) dequantize(read_block(codes, b, false), x + b * block_ * dim_);
 }
 
 void CachegenCodec::check_codes(const uint8_t* codes, size_t n) const {
-  for (size_t b = 0; b < n / block_; ++b) read_block(codes + b * slot_bytes_, b, true);
-}
-
-size_t CachegenCodec::coded_bytes(const uint8_t* codes, size_t n) const {
-  size_t total = 0;
-  for (size_t b = 0; b < n / block_; ++b)
-    total += 4 * params_ + kHeaderBytes + load_u32(codes + b * slot_bytes_ + 4 * params_ + 4);
-  return total;
+  for (size_t b = 0; b < n / block_; ++b) read_block(codes, b, true);
 }
 
 size_t CachegenCodec::rans_blocks(const uint8_t* codes, size_t n) const {
   size_t count = 0;
-  for (size_t b = 0; b < n / block_; ++b) count += codes[b * slot_bytes_ + 4 * params_] == 1;
+  for (size_t b = 0; b < n / block_; ++b) {
+    count += codes[4 * params_] == 1;
+    codes += encoded_block_bytes(codes, std::numeric_limits<size_t>::max());
+  }
   return count;
 }
 

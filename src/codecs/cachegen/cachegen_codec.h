@@ -9,26 +9,24 @@
 //    stores d = (code_t - code_{t-1}) mod 2^bits per channel, a lossless delta;
 //  - the deltas are coded with rANS under a static frequency table fitted to the block.
 //
-// Byte counting. Codec::code_bytes(n) must be exact and additive, a function of n only; an
-// entropy-coded block has a data-dependent size. So each block is one fixed slot sized for the
-// worst case (the bit-packed codes), holding a length header and the coded payload, the rest
-// zero:
+// Storage. Each block is stored in the bytes it codes to, blocks back to back (a variable-length
+// codec, Codec::variable_length): what the cache holds and bytes() reports is what the coder
+// produced. A block:
 //
 //   [fp16 step[P]][fp16 min[P]]  P = dim (keys) or block * groups (values)
-//   [u8 mode][u8 0][u16 0][u32 payload length]
-//   [payload: mode 0 (raw): all block * dim codes bit-packed, exactly the slot's capacity;
-//             mode 1 (rans): anchor codes bit-packed, the frequency table, the rANS stream]
-//   [zeros up to the slot's end]
+//   [u8 mode][u8 0][u16 0][u32 payload length L]
+//   [payload, L bytes: mode 0 (raw): all block * dim codes bit-packed, L = capacity;
+//                      mode 1 (rans): anchor codes bit-packed, the frequency table, the rANS
+//                      stream, L < capacity]
 //
-// mode 1 is used whenever it is strictly shorter than the raw codes, so the slot always fits.
-// code_bytes() (what the cache allocates and reports) is the slot; coded_bytes() reads the
-// length headers and returns what the entropy coder actually produced: the bytes a compacted
-// stream (a session file, a network transfer) needs. Reporting those from the cache needs an
-// interface change (docs/methods/cachegen.md).
+// capacity = the bit-packed codes' bytes. mode 1 is used whenever it is strictly shorter, so no
+// block exceeds its worst case, code_bytes(block) (the bound the cache sizes its encode buffer
+// by); the header's length is how the cache finds where the next block starts.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "veloxquant/codec.h"
@@ -50,19 +48,20 @@ class CachegenCodec final : public Codec {
 
   size_t dim() const override { return dim_; }
   size_t block_tokens() const override { return block_; }
-  size_t code_bytes(size_t n) const override { return n / block_ * slot_bytes_; }
+  // An upper bound (Codec::variable_length): every block at its worst case, raw codes.
+  size_t code_bytes(size_t n) const override { return n / block_ * max_block_bytes_; }
   size_t state_bytes() const override { return 0; }
+  bool variable_length() const override { return true; }
+  // Reads the block's header: throws Error naming the field when the mode or the payload length
+  // is not one encode() writes, or the block runs past `available`.
+  size_t encoded_block_bytes(const uint8_t* block, size_t available) const override;
   void encode(const float* x, size_t n, uint8_t* codes) const override;
   void decode(const uint8_t* codes, size_t n, float* x) const override;
   // Refuses a block encode() cannot have written: a non-finite or negative step, a non-finite
-  // minimum, a mode other than 0 or 1, non-zero header or padding bytes, a payload length that
-  // does not fit the slot (or, raw, is not the slot's capacity), a corrupt frequency table or
-  // rANS stream (decoded in full). Throws Error naming the stream, block and field.
+  // minimum, a bad header (encoded_block_bytes), a corrupt frequency table or rANS stream
+  // (decoded in full). Throws Error naming the stream, block and field.
   void check_codes(const uint8_t* codes, size_t n) const override;
 
-  // The bytes the entropy coder produced for n tokens: per block the grids, the 8-byte header
-  // and the payload, without the slot's padding. <= code_bytes(n).
-  size_t coded_bytes(const uint8_t* codes, size_t n) const;
   // Blocks of n tokens stored rANS-coded (mode 1) rather than raw.
   size_t rans_blocks(const uint8_t* codes, size_t n) const;
 
@@ -71,18 +70,28 @@ class CachegenCodec final : public Codec {
   QuantizedBlock quantize(const float* x) const;
   void dequantize(const QuantizedBlock& q, float* x) const;
 
-  size_t slot_bytes() const { return slot_bytes_; }
   size_t param_count() const { return params_; }
   static constexpr size_t kHeaderBytes = 8;
 
  private:
-  void encode_block(const float* x, uint8_t* slot) const;
-  // Reads one slot back into codes and grids; throws Error naming block `index` and the field.
-  QuantizedBlock read_block(const uint8_t* slot, size_t index, bool check) const;
+  struct BlockHeader {
+    uint8_t mode;
+    uint32_t length;  // of the payload
+    size_t bytes;     // of the whole block
+  };
+  // Writes one block at `out`; returns its bytes.
+  size_t encode_block(const float* x, uint8_t* out) const;
+  // The header of the block at `block`, of which `available` bytes may be read; throws Error
+  // starting "field " and naming it.
+  BlockHeader read_header(const uint8_t* block, size_t available) const;
+  // Reads the block at p back into codes and grids and moves p past it; throws Error naming
+  // block `index` and the field. REQUIRES: the block lies in the buffer (encoded_bytes()).
+  QuantizedBlock read_block(const uint8_t*& p, size_t index, bool check) const;
+  std::string corrupt_prefix() const;
   const char* name() const { return stream_ == Stream::Keys ? "key" : "value"; }
 
   Stream stream_;
-  size_t dim_, block_, group_, groups_, params_, capacity_, anchor_bytes_, slot_bytes_;
+  size_t dim_, block_, group_, groups_, params_, capacity_, anchor_bytes_, max_block_bytes_;
   unsigned bits_;
 };
 

@@ -11,7 +11,7 @@ MethodInfo cachegen_method() {
   m.name = "cachegen";
   m.family = "cachegen";
   m.paper = "Liu et al., CacheGen, SIGCOMM 2024, arXiv 2310.07240";
-  m.summary = "group quantization, token-wise delta of the codes, rANS-coded blocks (coded bytes in fixed slots)";
+  m.summary = "group quantization, token-wise delta of the codes, rANS-coded blocks stored at their coded size";
   m.params = {
       ParamDef::integer("bits", 4, 2, 8, "bits per code (keys per channel, values per token group)"),
       ParamDef::integer("block", 64, 2, 4096, "tokens per coded block (the first is the delta anchor)"),

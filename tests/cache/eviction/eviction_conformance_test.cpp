@@ -1,7 +1,8 @@
-// Every eviction policy, alone and composed with a block quantizer (KIVI: keys in blocks of 32)
-// and a per-token one (TurboQuant), over a long run of prompt chunks and decode steps: budgets
-// hold after every step, evicted tokens give their bytes back, attention stays finite and reads
-// exactly the tokens the cache says it kept.
+// Every eviction policy, alone and composed with a block quantizer (KIVI: keys in blocks of 32),
+// a per-token one (TurboQuant) and one whose blocks vary in length (CacheGen's coded blocks),
+// over a long run of prompt chunks and decode steps: budgets hold after every step, evicted
+// tokens give their bytes back, attention stays finite and reads exactly the tokens the cache
+// says it kept.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -151,7 +152,7 @@ std::vector<std::string> policy_names() {
 std::vector<std::tuple<std::string, std::string>> cases() {
   std::vector<std::tuple<std::string, std::string>> all;
   for (const MethodInfo& p : registered_policies())
-    for (const char* q : {"fp16", "kivi", "turboquant_mse:bits=4"}) all.emplace_back(p.name, q);
+    for (const char* q : {"fp16", "kivi", "turboquant_mse:bits=4", "cachegen:block=16"}) all.emplace_back(p.name, q);
   return all;
 }
 
