@@ -11,6 +11,7 @@
 #include "codecs/qjl/method.h"
 #include "codecs/svdq/method.h"
 #include "codecs/turboquant/method.h"
+#include "codecs/xquant/method.h"
 #include "codecs/zipcache/method.h"
 #include "cache/eviction/methods.h"
 #include "veloxquant/error.h"
@@ -34,6 +35,7 @@ const std::vector<MethodInfo>& registered_methods() {
       zipcache_method(),
       palu_method(),
       svdq_method(),
+      xquant_method(),
   };
   return all;
 }
