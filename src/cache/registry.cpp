@@ -6,6 +6,7 @@
 #include "codecs/kivi/method.h"
 #include "codecs/kivi_sink/method.h"
 #include "codecs/kitty/method.h"
+#include "codecs/minicache/method.h"
 #include "codecs/palu/method.h"
 #include "codecs/polar/method.h"
 #include "codecs/qjl/method.h"
@@ -35,6 +36,7 @@ const std::vector<MethodInfo>& registered_methods() {
       zipcache_method(),
       palu_method(),
       svdq_method(),
+      minicache_method(),
       xquant_method(),
   };
   return all;
