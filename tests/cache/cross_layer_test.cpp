@@ -128,9 +128,8 @@ TEST_P(CrossLayerConformance, AppendOrderAndSeedDoNotChangeTheBytes) {
 }
 
 // Every layer, merged or shared, attends: fused (on the view's codes) close to the reference,
-// and both not far from exact attention on its own keys and values: within 2.5 times the error
-// of the base quantizer alone (a cache built alone) on the same layer, plus 0.05 (sharing 2-bit
-// codes doubles a follower's error at head_dim 8: 0.87 against 0.42).
+// and both not far from exact attention on its own keys and values: within 1.5 times the error
+// of the base quantizer alone (a cache built alone) on the same layer, plus 0.05.
 TEST_P(CrossLayerConformance, FusedMatchesReferenceInEveryLayer) {
   const size_t hd = dim();
   for (size_t tokens : {70, 1000}) {
@@ -152,7 +151,7 @@ TEST_P(CrossLayerConformance, FusedMatchesReferenceInEveryLayer) {
       const double method_err = rel_l2(ref, exact), base_err = rel_l2(base, exact);
       EXPECT_LE(rel_l2(fused, ref), std::max(1e-4, 0.1 * method_err)) << tokens << " tokens, layer " << l;
       EXPECT_LE(rel_l2(decoded, ref), 1e-4) << tokens << " tokens, layer " << l;
-      EXPECT_LT(method_err, 2.5 * base_err + 0.05) << tokens << " tokens, layer " << l << ", base alone " << base_err;
+      EXPECT_LT(method_err, 1.5 * base_err + 0.05) << tokens << " tokens, layer " << l << ", base alone " << base_err;
     }
   }
 }

@@ -1,7 +1,7 @@
 // xquant (XQuant's cross-layer code sharing on KIVI): the leader stores KIVI's blocks unchanged,
-// the follower decodes from the leader's codes with its own grids, its grid is the least-squares
-// fit to its values, a pair of identical layers shares codes at no loss to the follower, the
-// bits per element of a pair, and corrupt follower grids.
+// the follower decodes from the leader's codes with its own grids (its min/max grids as the
+// paper, or the least-squares fit), the data-free calibration, a pair of identical layers
+// reproduces itself, the bits per element of a pair, and corrupt follower grids.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -47,11 +47,13 @@ Encoded encode(const XQuantPairCodec& codec, const std::vector<float>& a, const 
 }
 
 TEST(XQuant, TheLeaderIsKiviAndTheFollowerDecodesFromItsCodesWithItsOwnGrids) {
+  for (const FollowerGrid mode : {FollowerGrid::MinMax, FollowerGrid::LeastSquares})
   for (const bool keys : {true, false}) {
     for (size_t d : {size_t{128}, size_t{80}}) {
-      SCOPED_TRACE(std::string(keys ? "keys" : "values") + ", head_dim " + std::to_string(d));
+      SCOPED_TRACE(std::string(keys ? "keys" : "values") + ", head_dim " + std::to_string(d) +
+                   (mode == FollowerGrid::MinMax ? ", min/max" : ", least squares"));
       const size_t group = 32, n = 4 * group;
-      const XQuantPairCodec codec(kivi_codec(keys, d, 2, group));
+      const XQuantPairCodec codec(kivi_codec(keys, d, 2, group), mode, 0.0);
       const kivi::GridCodec& kivi = codec.base();
       const std::vector<float> a = test::gaussian(n * d, d + keys), b = follower_of(a, 7);
       const Encoded e = encode(codec, a, b, n);
@@ -78,10 +80,19 @@ TEST(XQuant, TheLeaderIsKiviAndTheFollowerDecodesFromItsCodesWithItsOwnGrids) {
           }
       }
       // Sharing costs the follower accuracy (its values are not what the codes were chosen for),
-      // but the least-squares grids keep it well below the spread of its values.
+      // but keeps it well below the spread of its values; least squares does better than min/max.
       double spread = 0;
       for (float x : b) spread += (x - 0.2) * (x - 0.2);
-      EXPECT_LT(sq_error(b, next), 0.35 * spread);
+      EXPECT_LT(sq_error(b, next), (mode == FollowerGrid::MinMax ? 0.7 : 0.35) * spread);
+      if (mode == FollowerGrid::MinMax) {
+        // The paper's follower grids are KIVI's min/max grids of its own values.
+        std::vector<uint8_t> own(kivi.code_bytes(n));
+        kivi.encode(b.data(), n, own.data());
+        for (size_t blk = 0; blk < n / bt; ++blk) {
+          ASSERT_EQ(0, std::memcmp(own.data() + blk * kivi.block_bytes() + kivi.grids_at(),
+                                   e.follower.data() + blk * 4 * grids, 4 * grids)) << blk;
+        }
+      }
     }
   }
 }
@@ -114,19 +125,62 @@ TEST(XQuant, TheFollowersGridIsTheLeastSquaresLine) {
   EXPECT_EQ(fit({2, 2, 2}, {1, 2, 3}), (std::pair{0.0f, 2.0f}));
 }
 
-// Two identical layers share codes exactly: the follower is read with the same codes, and its
-// least-squares grids fit it at least as well as the leader's min/max grids fit the leader.
+// Two identical layers: with the paper's min/max grids (calibrated or not) the follower decodes
+// exactly as the leader; least-squares grids fit it at least as well as the leader's fit the leader.
 TEST(XQuant, IdenticalLayersReproduceEachOther) {
   for (const bool keys : {true, false}) {
     const size_t d = 128, group = 32, n = 8 * group;
-    const XQuantPairCodec codec(kivi_codec(keys, d, 2, group));
     const std::vector<float> a = test::gaussian(n * d, 31 + keys);
+    for (const double eta : {0.0, 0.1}) {
+      const XQuantPairCodec codec(kivi_codec(keys, d, 2, group), FollowerGrid::MinMax, eta);
+      const Encoded e = encode(codec, a, a, n);
+      EXPECT_EQ(decode_pair_layer(codec, false, e.leader.data(), e.follower.data(), n),
+                decode_pair_layer(codec, true, e.leader.data(), e.follower.data(), n)) << eta;
+    }
+    const XQuantPairCodec codec(kivi_codec(keys, d, 2, group), FollowerGrid::LeastSquares, 0.0);
     const Encoded e = encode(codec, a, a, n);
     const std::vector<float> lead = decode_pair_layer(codec, false, e.leader.data(), e.follower.data(), n);
     const std::vector<float> next = decode_pair_layer(codec, true, e.leader.data(), e.follower.data(), n);
     const double leader_err = sq_error(a, lead), follower_err = sq_error(a, next);
     EXPECT_LE(follower_err, leader_err) << (keys ? "keys" : "values");
     EXPECT_GT(follower_err, 0.5 * leader_err) << "the same codes cannot do much better";
+  }
+}
+
+// The data-free calibration narrows a grid by eta of its range at both ends:
+// step' = (1 - 2 eta) step, min' = min + eta step (2^bits - 1); the leader's codes stay KIVI's.
+TEST(XQuant, DataFreeCalibrationNarrowsTheGrids) {
+  uint16_t step = f32_to_f16(0.5f), min = f32_to_f16(-1.0f);
+  calibrate_grid(step, min, 3, 0.0);
+  EXPECT_EQ(f16_to_f32(step), 0.5f);
+  EXPECT_EQ(f16_to_f32(min), -1.0f);
+  calibrate_grid(step, min, 3, 0.125);
+  EXPECT_EQ(f16_to_f32(step), 0.375f);    // (1 - 0.25) * 0.5
+  EXPECT_EQ(f16_to_f32(min), -0.8125f);  // -1 + 0.125 * 0.5 * 3
+  const size_t d = 64, group = 32;
+  const std::vector<float> a = test::gaussian(group * d, 61), b = follower_of(a, 62);
+  const XQuantPairCodec plain(kivi_codec(true, d, 2, group), FollowerGrid::MinMax, 0.0);
+  const XQuantPairCodec calibrated(kivi_codec(true, d, 2, group), FollowerGrid::MinMax, 0.2);
+  const Encoded p = encode(plain, a, b, group), c = encode(calibrated, a, b, group);
+  const kivi::GridCodec& kivi = plain.base();
+  std::vector<uint8_t> qp(group * d), qc(group * d);
+  kivi.unpack_codes(p.leader.data(), qp.data());
+  kivi.unpack_codes(c.leader.data(), qc.data());
+  EXPECT_EQ(qp, qc);
+  for (const auto* codes : {&p.leader, &p.follower}) {
+    const bool follower = codes == &p.follower;
+    const uint8_t* grids_p = follower ? p.follower.data() : p.leader.data() + kivi.grids_at();
+    const uint8_t* grids_c = follower ? c.follower.data() : c.leader.data() + kivi.grids_at();
+    for (size_t g = 0; g < kivi.grids(); ++g) {
+      uint16_t s, m, sc, mc;
+      std::memcpy(&s, grids_p + 2 * g, 2);
+      std::memcpy(&m, grids_p + 2 * (kivi.grids() + g), 2);
+      std::memcpy(&sc, grids_c + 2 * g, 2);
+      std::memcpy(&mc, grids_c + 2 * (kivi.grids() + g), 2);
+      calibrate_grid(s, m, 3, 0.2);
+      ASSERT_EQ(s, sc) << follower << " " << g;
+      ASSERT_EQ(m, mc) << follower << " " << g;
+    }
   }
 }
 
@@ -151,7 +205,7 @@ TEST(XQuant, APairAveragesBelowOneAndAHalfBitsPerElement) {
 
 TEST(XQuant, CorruptFollowerGridsAreRefused) {
   const size_t d = 64, group = 32;
-  const XQuantPairCodec codec(kivi_codec(true, d, 2, group));
+  const XQuantPairCodec codec(kivi_codec(true, d, 2, group), FollowerGrid::MinMax, 0.0);
   const std::vector<float> a = test::gaussian(group * d, 51), b = follower_of(a, 52);
   Encoded e = encode(codec, a, b, group);
   EXPECT_NO_THROW(codec.check_codes(true, e.follower.data(), group));
@@ -169,6 +223,8 @@ TEST(XQuant, BadParametersAreNamed) {
   test::expect_refused_naming("xquant:kbits=3", "kbits");
   test::expect_refused_naming("xquant:group=40", "group");
   EXPECT_THROW(parse_spec("xquant:vbits=9"), SpecError);
+  EXPECT_THROW(parse_spec("xquant:eta=0.5"), SpecError);
+  EXPECT_THROW(parse_spec("xquant:follower=mean"), SpecError);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "codecs/xquant/xquant_pair_codec.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -9,7 +10,16 @@
 
 namespace veloxquant::xquant {
 
-XQuantPairCodec::XQuantPairCodec(std::unique_ptr<kivi::GridCodec> base) : base_(std::move(base)) {}
+XQuantPairCodec::XQuantPairCodec(std::unique_ptr<kivi::GridCodec> base, FollowerGrid follower, double eta)
+    : base_(std::move(base)), follower_(follower), eta_(eta) {}
+
+void calibrate_grid(uint16_t& step, uint16_t& min, unsigned levels, double eta) {
+  if (eta == 0) return;
+  const double s = f16_to_f32(step), m = f16_to_f32(min);
+  min = f32_to_f16(static_cast<float>(m + eta * s * levels));
+  step = f32_to_f16(static_cast<float>((1 - 2 * eta) * s));
+  if (f16_to_f32(step) < (1 - 2 * eta) * s) step = static_cast<uint16_t>(step + 1);
+}
 
 void fit_follower_grid(double count, double sum_code, double sum_x, double sum_code2,
                        double sum_code_x, uint16_t& step, uint16_t& min) {
@@ -28,10 +38,19 @@ void XQuantPairCodec::encode(const float* leader, const float* follower, size_t 
                              uint8_t* leader_codes, uint8_t* follower_codes) const {
   base_->encode(leader, n, leader_codes);
   const size_t b = block_tokens(), d = dim(), grids = base_->grids();
+  const unsigned levels = (1u << base_->bits()) - 1u;
   std::vector<uint8_t> codes(b * d);
+  std::vector<uint16_t> halves(2 * grids);
   std::vector<double> count(grids), sq(grids), sx(grids), sqq(grids), sqx(grids);
+  std::vector<float> lo(grids), hi(grids);
   for (size_t block = 0; block < n / b; ++block) {
-    base_->unpack_codes(leader_codes + block * base_->block_bytes(), codes.data());
+    uint8_t* lead = leader_codes + block * base_->block_bytes();
+    // The leader's grids, calibrated in place: its codes were chosen on KIVI's grid.
+    std::memcpy(halves.data(), lead + base_->grids_at(), grid_bytes());
+    for (size_t g = 0; g < grids; ++g) calibrate_grid(halves[g], halves[grids + g], levels, eta_);
+    std::memcpy(lead + base_->grids_at(), halves.data(), grid_bytes());
+
+    base_->unpack_codes(lead, codes.data());
     std::fill(count.begin(), count.end(), 0.0);
     std::fill(sq.begin(), sq.end(), 0.0);
     std::fill(sx.begin(), sx.end(), 0.0);
@@ -42,6 +61,8 @@ void XQuantPairCodec::encode(const float* leader, const float* follower, size_t 
       for (size_t c = 0; c < d; ++c) {
         const size_t g = base_->grid_of(t, c);
         const double q = codes[t * d + c], v = x[t * d + c];
+        lo[g] = count[g] == 0 ? x[t * d + c] : std::min(lo[g], x[t * d + c]);
+        hi[g] = count[g] == 0 ? x[t * d + c] : std::max(hi[g], x[t * d + c]);
         count[g] += 1;
         sq[g] += q;
         sx[g] += v;
@@ -49,11 +70,17 @@ void XQuantPairCodec::encode(const float* leader, const float* follower, size_t 
         sqx[g] += q * v;
       }
     }
-    uint8_t* out = follower_codes + block * grid_bytes();
-    std::vector<uint16_t> steps(grids), mins(grids);
-    for (size_t g = 0; g < grids; ++g) fit_follower_grid(count[g], sq[g], sx[g], sqq[g], sqx[g], steps[g], mins[g]);
-    std::memcpy(out, steps.data(), 2 * grids);
-    std::memcpy(out + 2 * grids, mins.data(), 2 * grids);
+    for (size_t g = 0; g < grids; ++g) {
+      if (follower_ == FollowerGrid::LeastSquares) {
+        fit_follower_grid(count[g], sq[g], sx[g], sqq[g], sqx[g], halves[g], halves[grids + g]);
+        continue;
+      }
+      const kivi::AffineGrid grid = kivi::AffineGrid::fit(lo[g], hi[g], base_->bits());
+      halves[g] = grid.scale_f16;
+      halves[grids + g] = grid.min_f16;
+      calibrate_grid(halves[g], halves[grids + g], levels, eta_);
+    }
+    std::memcpy(follower_codes + block * grid_bytes(), halves.data(), grid_bytes());
   }
 }
 

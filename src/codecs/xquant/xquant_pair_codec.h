@@ -1,8 +1,11 @@
 // XQuant's cross-layer code sharing (Yang et al., EMNLP 2025, arXiv 2510.11236) on KIVI blocks: in
 // a pair of adjacent layers the leader stores whole KIVI blocks (codes and grids), and the
-// follower stores only its own grids, read with the leader's codes. The follower's grid (step and
-// minimum) is the least-squares line through its own values against the shared codes, clamped
-// to a step >= 0 (docs/methods/xquant.md: adapted).
+// follower stores only its own grids (an fp16 step and minimum per grid), read with the leader's
+// codes. The follower's grid is, as in the paper, the min/max grid of its own values
+// (FollowerGrid::MinMax), or, as an option of ours, the least-squares line through its values
+// against the shared codes (FollowerGrid::LeastSquares). The paper's data-free calibration
+// narrows every min/max grid by eta at both ends: step' = (1 - 2 eta) step,
+// min' = min + eta step (2^bits - 1); eta = 0 is KIVI's grid.
 //
 // Per block of B tokens (the KIVI codec's block) with P grids:
 //   leader    the KIVI block: its codes and its P grids         base.block_bytes()
@@ -18,9 +21,12 @@
 
 namespace veloxquant::xquant {
 
+enum class FollowerGrid { MinMax, LeastSquares };
+
 class XQuantPairCodec final : public PairCodec {
  public:
-  explicit XQuantPairCodec(std::unique_ptr<kivi::GridCodec> base);
+  // REQUIRES (checked by the method): 0 <= eta < 0.5.
+  XQuantPairCodec(std::unique_ptr<kivi::GridCodec> base, FollowerGrid follower, double eta);
 
   size_t dim() const override { return base_->dim(); }
   size_t block_tokens() const override { return base_->block_tokens(); }
@@ -39,13 +45,19 @@ class XQuantPairCodec final : public PairCodec {
  private:
   size_t grid_bytes() const { return 4 * base_->grids(); }
   std::unique_ptr<kivi::GridCodec> base_;
+  FollowerGrid follower_;
+  double eta_;
 };
 
-// The grid a follower keeps for one group of elements: the least-squares fit x ~ min + step * code
-// over the group's (code, x) pairs, summarized by their count and sums. The step is rounded to
-// fp16 first and the minimum fitted to the rounded step; a negative step (values falling as codes
-// rise) becomes 0, since KIVI's kernels take steps >= 0, as does a fit fp16 cannot hold. Writes
-// the fp16 step and minimum.
+// The paper's data-free calibration of a stored fp16 grid with `levels` = 2^bits - 1 steps,
+// rounded back to fp16 (the step rounded up, so it stays >= 0 and covers the narrowed range).
+void calibrate_grid(uint16_t& step, uint16_t& min, unsigned levels, double eta);
+
+// The least-squares grid of a follower for one group of elements: x ~ min + step * code over the
+// group's (code, x) pairs, summarized by their count and sums. The step is rounded to fp16 first
+// and the minimum fitted to the rounded step; a negative step (values falling as codes rise)
+// becomes 0, since KIVI's kernels take steps >= 0, as does a fit fp16 cannot hold. Writes the
+// fp16 step and minimum.
 void fit_follower_grid(double count, double sum_code, double sum_x, double sum_code2,
                        double sum_code_x, uint16_t& step, uint16_t& min);
 
