@@ -178,7 +178,10 @@ TEST(MiniCache, LayersBeforeStartAreTheBaseQuantizer) {
     for (auto* set : {&caches, &kivi})
       (*set)[l].append(TensorView::f32(k.data(), {tokens, heads, d}), TensorView::f32(v.data(), {tokens, heads, d}));
   }
-  for (size_t l = 0; l < layers; ++l) caches[l].finish_step(), kivi[l].finish_step();
+  for (size_t l = 0; l < layers; ++l) {
+    caches[l].finish_step();
+    kivi[l].finish_step();
+  }
   for (size_t l = 0; l < layers; ++l) {
     for (size_t h = 0; h < heads; ++h) {
       const bool same = caches[l].key_streams()[h].codes == kivi[l].key_streams()[h].codes &&

@@ -47,50 +47,51 @@ Encoded encode(const XQuantPairCodec& codec, const std::vector<float>& a, const 
 }
 
 TEST(XQuant, TheLeaderIsKiviAndTheFollowerDecodesFromItsCodesWithItsOwnGrids) {
-  for (const FollowerGrid mode : {FollowerGrid::MinMax, FollowerGrid::LeastSquares})
-  for (const bool keys : {true, false}) {
-    for (size_t d : {size_t{128}, size_t{80}}) {
-      SCOPED_TRACE(std::string(keys ? "keys" : "values") + ", head_dim " + std::to_string(d) +
-                   (mode == FollowerGrid::MinMax ? ", min/max" : ", least squares"));
-      const size_t group = 32, n = 4 * group;
-      const XQuantPairCodec codec(kivi_codec(keys, d, 2, group), mode, 0.0);
-      const kivi::GridCodec& kivi = codec.base();
-      const std::vector<float> a = test::gaussian(n * d, d + keys), b = follower_of(a, 7);
-      const Encoded e = encode(codec, a, b, n);
-      std::vector<uint8_t> by_kivi(kivi.code_bytes(n));
-      kivi.encode(a.data(), n, by_kivi.data());
-      EXPECT_EQ(e.leader, by_kivi);
-      // The follower stores 4 bytes per grid and nothing else.
-      EXPECT_EQ(codec.follower_bytes(n), n / kivi.block_tokens() * 4 * kivi.grids());
-      const std::vector<float> lead = decode_pair_layer(codec, false, e.leader.data(), e.follower.data(), n);
-      const std::vector<float> next = decode_pair_layer(codec, true, e.leader.data(), e.follower.data(), n);
-      EXPECT_EQ(lead, test::round_trip(kivi, a, n));
-      // Every follower element is min + step * (the leader's code), with the follower's grid.
-      const size_t bt = kivi.block_tokens(), grids = kivi.grids();
-      std::vector<uint8_t> q(bt * d);
-      for (size_t blk = 0; blk < n / bt; ++blk) {
-        kivi.unpack_codes(e.leader.data() + blk * kivi.block_bytes(), q.data());
-        std::vector<uint16_t> g(2 * grids);
-        std::memcpy(g.data(), e.follower.data() + blk * 4 * grids, 4 * grids);
-        for (size_t t = 0; t < bt; ++t)
-          for (size_t c = 0; c < d; ++c) {
-            const size_t k = kivi.grid_of(t, c);
-            const float want = f16_to_f32(g[grids + k]) + f16_to_f32(g[k]) * static_cast<float>(q[t * d + c]);
-            ASSERT_EQ(next[(blk * bt + t) * d + c], want) << blk << "," << t << "," << c;
-          }
-      }
-      // Sharing costs the follower accuracy (its values are not what the codes were chosen for),
-      // but keeps it well below the spread of its values; least squares does better than min/max.
-      double spread = 0;
-      for (float x : b) spread += (x - 0.2) * (x - 0.2);
-      EXPECT_LT(sq_error(b, next), (mode == FollowerGrid::MinMax ? 0.7 : 0.35) * spread);
-      if (mode == FollowerGrid::MinMax) {
-        // The paper's follower grids are KIVI's min/max grids of its own values.
-        std::vector<uint8_t> own(kivi.code_bytes(n));
-        kivi.encode(b.data(), n, own.data());
+  for (const FollowerGrid mode : {FollowerGrid::MinMax, FollowerGrid::LeastSquares}) {
+    for (const bool keys : {true, false}) {
+      for (size_t d : {size_t{128}, size_t{80}}) {
+        SCOPED_TRACE(std::string(keys ? "keys" : "values") + ", head_dim " + std::to_string(d) +
+                     (mode == FollowerGrid::MinMax ? ", min/max" : ", least squares"));
+        const size_t group = 32, n = 4 * group;
+        const XQuantPairCodec codec(kivi_codec(keys, d, 2, group), mode, 0.0);
+        const kivi::GridCodec& kivi = codec.base();
+        const std::vector<float> a = test::gaussian(n * d, d + keys), b = follower_of(a, 7);
+        const Encoded e = encode(codec, a, b, n);
+        std::vector<uint8_t> by_kivi(kivi.code_bytes(n));
+        kivi.encode(a.data(), n, by_kivi.data());
+        EXPECT_EQ(e.leader, by_kivi);
+        // The follower stores 4 bytes per grid and nothing else.
+        EXPECT_EQ(codec.follower_bytes(n), n / kivi.block_tokens() * 4 * kivi.grids());
+        const std::vector<float> lead = decode_pair_layer(codec, false, e.leader.data(), e.follower.data(), n);
+        const std::vector<float> next = decode_pair_layer(codec, true, e.leader.data(), e.follower.data(), n);
+        EXPECT_EQ(lead, test::round_trip(kivi, a, n));
+        // Every follower element is min + step * (the leader's code), with the follower's grid.
+        const size_t bt = kivi.block_tokens(), grids = kivi.grids();
+        std::vector<uint8_t> q(bt * d);
         for (size_t blk = 0; blk < n / bt; ++blk) {
-          ASSERT_EQ(0, std::memcmp(own.data() + blk * kivi.block_bytes() + kivi.grids_at(),
-                                   e.follower.data() + blk * 4 * grids, 4 * grids)) << blk;
+          kivi.unpack_codes(e.leader.data() + blk * kivi.block_bytes(), q.data());
+          std::vector<uint16_t> g(2 * grids);
+          std::memcpy(g.data(), e.follower.data() + blk * 4 * grids, 4 * grids);
+          for (size_t t = 0; t < bt; ++t)
+            for (size_t c = 0; c < d; ++c) {
+              const size_t k = kivi.grid_of(t, c);
+              const float want = f16_to_f32(g[grids + k]) + f16_to_f32(g[k]) * static_cast<float>(q[t * d + c]);
+              ASSERT_EQ(next[(blk * bt + t) * d + c], want) << blk << "," << t << "," << c;
+            }
+        }
+        // Sharing costs the follower accuracy (its values are not what the codes were chosen for),
+        // but keeps it well below the spread of its values; least squares does better than min/max.
+        double spread = 0;
+        for (float x : b) spread += (x - 0.2) * (x - 0.2);
+        EXPECT_LT(sq_error(b, next), (mode == FollowerGrid::MinMax ? 0.7 : 0.35) * spread);
+        if (mode == FollowerGrid::MinMax) {
+          // The paper's follower grids are KIVI's min/max grids of its own values.
+          std::vector<uint8_t> own(kivi.code_bytes(n));
+          kivi.encode(b.data(), n, own.data());
+          for (size_t blk = 0; blk < n / bt; ++blk) {
+            ASSERT_EQ(0, std::memcmp(own.data() + blk * kivi.block_bytes() + kivi.grids_at(),
+                                     e.follower.data() + blk * 4 * grids, 4 * grids)) << blk;
+          }
         }
       }
     }
