@@ -15,6 +15,8 @@
 
 namespace veloxquant {
 
+class CrossLayerCoordinator;  // src/cache/cross_layer.h
+
 enum class AttendPath {
   // Fused for a few queries per head (decoding: memory-bound, so the codes are read once and
   // never expanded), Decoded for many (prefill: compute-bound, so one decode pays for itself).
@@ -37,6 +39,9 @@ struct CacheStream {
 
 class KVCache {
  public:
+  // One layer alone. A cross-layer spec (minicache, xquant) has no partner layer here and stores
+  // its layer with the method's base quantizer; make_layer_caches() builds a model's layers with
+  // their pairs.
   KVCache(std::string_view spec, const LayerShape& shape);
   KVCache(Spec spec, const LayerShape& shape);
   ~KVCache();
@@ -66,9 +71,10 @@ class KVCache {
   // and its relatives only after a prompt: a step of more than one token). No-op without a policy.
   void evict();
   // The end of a forward step, after every query of the step has attended: encodes the blocks a
-  // saliency codec (Codec::wants_attention) held back for their attention, then evict(). The
-  // runtime calls it once per step; append() also encodes held blocks first, so a cache used
-  // without it stays correct, only without the attention of the last step.
+  // saliency codec (Codec::wants_attention) or a cross-layer spec held back, then evict(). The
+  // runtime calls it once per step on every layer, in order; append() also encodes held blocks
+  // first, so a cache used without it stays correct, only without the attention of the last step.
+  // A layer of a cross-layer pair encodes the blocks both layers of the pair hold, for both.
   void finish_step();
   bool evicts() const;
   // The layer's budget in tokens per KV head (0 without a policy). squeeze's budgets come from
@@ -108,10 +114,15 @@ class KVCache {
   // produced (a stream per KV head, the same token count in every stream, code bytes matching
   // the codec, a tail within the residual window, finite fp16 tail values) or whose codes the
   // codec refuses (Codec::check_codes), or when the cache evicts (session files do not hold a
-  // policy's state); the cache is unchanged then.
+  // policy's state); the cache is unchanged then. A layer of a cross-layer pair whose partner
+  // already holds tokens is also refused when the two disagree on tokens or encoded blocks.
   void restore(std::vector<CacheStream> keys, std::vector<CacheStream> values);
 
  private:
+  friend class CrossLayerCoordinator;
+  friend std::vector<KVCache> make_layer_caches(const Spec& spec, const LayerShape& shape, int layers);
+  KVCache(Spec spec, const LayerShape& shape, std::shared_ptr<CrossLayerCoordinator> cross);
+
   // Checks shapes and values, converts to f32, rotates keys by their positions when `rope` is
   // given (except the policy's sinks), stores.
   void append_checked(const TensorView& k, const TensorView& v, std::span<const int64_t> positions,
@@ -123,5 +134,11 @@ class KVCache {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The caches of a model's `layers` layers, all of one spec: layer l gets `shape` with layer = l
+// and layers = `layers`. For a cross-layer spec (minicache, xquant) they share one
+// CrossLayerCoordinator, which stores adjacent layers in pairs. The runtime, session files and
+// tools build a model's caches here. Throws SpecError when layers < 1.
+std::vector<KVCache> make_layer_caches(const Spec& spec, const LayerShape& shape, int layers);
 
 }  // namespace veloxquant

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "veloxquant/codec.h"
+#include "veloxquant/pair_codec.h"
 #include "veloxquant/spec.h"
 
 namespace veloxquant {
@@ -43,6 +44,14 @@ struct MethodInfo {
   // the policy that chooses which tokens a layer keeps. Exactly one of the two is set.
   std::function<LayerCodecs(const Params&, const LayerShape&)> make;
   std::function<std::unique_ptr<EvictionPolicy>(const Params&, const LayerShape&)> make_policy;
+  // Cross-layer methods (minicache, xquant) set these two as well: the first layer of every pair
+  // (each paired with the next layer) in a model of `layers` layers, and the codecs a pair stores
+  // its encoded blocks with. make() gives the codecs of the layers outside pairs, and of a cache
+  // built alone (KVCache's constructor): the method's base quantizer. make_layer_caches()
+  // (veloxquant/cache.h) builds a model's caches with their pairs.
+  std::function<std::vector<int>(const Params&, int layers)> pair_leaders = {};
+  std::function<PairCodecs(const Params&, const LayerShape&)> make_pair = {};
+  bool cross_layer() const { return static_cast<bool>(make_pair); }
 };
 
 // The quantizers (how tokens are stored) and the eviction policies (which tokens are kept).

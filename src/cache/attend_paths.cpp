@@ -64,7 +64,10 @@ void KVCache::Impl::attend_fused(size_t head, const Rows& q, float* out) const {
   const size_t d = shape.head_dim, rows = q.rows, n = stored(head);
   const size_t enc = ks.encoded, tail = ks.tail_tokens, width = sinks + tail;
   const ScoreRows s{scratch(0, rows * enc), scratch(1, rows * width), enc, sinks, width};
-  if (enc) key_codec(head).score(q.q, rows, ks.codes.data(), enc, s.head);
+  if (enc) {
+    const Encoded e = encoded(head, true);
+    e.codec->score(q.q, rows, e.codes, enc, s.head);
+  }
   if (sinks == 0) {
     if (tail) fp16.score(q.q, rows, ks.tail.data(), tail, s.tail);
   } else {
@@ -111,7 +114,10 @@ void KVCache::Impl::attend_fused(size_t head, const Rows& q, float* out) const {
     wh = gh;
     wt = gt;
   }
-  if (venc) value_codec(head).accumulate(wh, rows, vs.codes.data(), venc, out);
+  if (venc) {
+    const Encoded e = encoded(head, false);
+    e.codec->accumulate(wh, rows, e.codes, venc, out);
+  }
   if (vtail) fp16.accumulate(wt, rows, vs.tail.data(), vtail, out);
   if (sinks) {
     float* ws = scratch(6, rows * sinks);

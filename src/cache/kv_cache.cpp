@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "cache/kv_cache_impl.h"
@@ -49,9 +50,11 @@ void check_storable(const std::vector<float>& x, const char* what, const LayerSh
 // Why `s` cannot be a stream that `codec` with this residual window stored for `tokens` tokens;
 // "" when it can. Mirrors what Impl::push leaves behind: whole blocks encoded, and a tail that
 // holds the residual window plus less than one block (only the window before any block ages out).
-std::string stream_layout_error(const CacheStream& s, const Codec& codec, size_t residual,
-                                size_t tokens, size_t row_bytes) {
-  const size_t block = codec.block_tokens();
+// `block` and `code_bytes` (where a stream's codes end) are the codec's (a pair's, for a layer of
+// a cross-layer pair); `variable_length` says the codes state their own block lengths.
+std::string stream_layout_error(const CacheStream& s, size_t block,
+                                const std::function<size_t(const CacheStream&)>& code_bytes,
+                                bool variable_length, size_t residual, size_t tokens, size_t row_bytes) {
   if (s.encoded > tokens || s.tail_tokens != tokens - s.encoded) {
     return fmt::format("holds {} encoded + {} tail tokens; expected {} in all", s.encoded,
                        s.tail_tokens, tokens);
@@ -60,19 +63,18 @@ std::string stream_layout_error(const CacheStream& s, const Codec& codec, size_t
     return fmt::format("has {} encoded tokens; expected a multiple of the codec's block of {}",
                        s.encoded, block);
   }
-  // Where the codes of the encoded tokens end: code_bytes() for a fixed-length codec; the lengths
-  // a variable-length codec's blocks state, which must parse and lie within the codes.
+  // Where the codes of the encoded tokens end: for a variable-length codec the lengths its blocks
+  // state, which must parse and lie within the codes.
   size_t code_end = 0;
   try {
-    code_end = codec.variable_length() ? codec.encoded_bytes(s.codes.data(), s.encoded, s.codes.size())
-                                       : codec.code_bytes(s.encoded);
+    code_end = code_bytes(s);
   } catch (const Error& e) {
     return fmt::format("has {} code bytes for {} tokens, whose blocks do not parse: {}", s.codes.size(),
                        s.encoded, e.what());
   }
   if (s.codes.size() != code_end) {
     return fmt::format("has {} code bytes for {} tokens; expected {}{}", s.codes.size(), s.encoded,
-                       code_end, codec.variable_length() ? " (where its blocks' stated lengths end)" : "");
+                       code_end, variable_length ? " (where its blocks' stated lengths end)" : "");
   }
   if (s.tail.size() != s.tail_tokens * row_bytes) {
     return fmt::format("has {} tail bytes for {} tokens; expected {}", s.tail.size(),
@@ -119,13 +121,27 @@ std::vector<std::unique_ptr<Codec>> fitted_codecs(const Codec& prototype,
 
 }  // namespace
 
-KVCache::Impl::Impl(Spec s, const LayerShape& sh)
+KVCache::Impl::Impl(Spec s, const LayerShape& sh, std::shared_ptr<CrossLayerCoordinator> coordinator)
     : spec(std::move(s)), shape(sh), codecs(spec.method->make(spec.params, sh)), fp16(sh.head_dim),
       keys(sh.kv_heads), values(sh.kv_heads) {
   salient = codecs.key->wants_attention() || codecs.value->wants_attention();
   if (salient) {
     attention.resize(sh.kv_heads);
     attention_rows.resize(sh.kv_heads);
+  }
+  // Every layer of a cross-layer spec encodes at the end of the step, those outside pairs too,
+  // so that all of a model's layers see their own step's tokens in fp16 alike.
+  held = salient || spec.method->cross_layer();
+  if (spec.method->cross_layer() && spec.eviction) {
+    throw SpecError(spec.to_string() + ": " + spec.method->name + " stores adjacent layers' tokens "
+                    "together and an eviction policy drops tokens per layer; combining the two is "
+                    "not supported: expected a spec without a policy");
+  }
+  if (coordinator) {
+    coordinator->attach(sh.layer, this);
+    cross = std::move(coordinator);
+    pair = cross->pair_of(sh.layer);
+    follower = pair && pair->leader != sh.layer;
   }
   if (!spec.eviction) return;
   if (salient) {
@@ -152,6 +168,15 @@ KVCache::Impl::Impl(Spec s, const LayerShape& sh)
   }
   // A layer's share (pyramidkv's deepest layers) may fall below it: raised, so it can be met.
   policy->set_budget(std::max(policy->budget(), min_budget));
+}
+
+KVCache::Impl::~Impl() {
+  if (cross) cross->detach(shape.layer, this);
+}
+
+KVCache::Impl* KVCache::Impl::partner() const {
+  if (!pair) return nullptr;
+  return cross->cache(follower ? pair->leader : pair->leader + 1);
 }
 
 void KVCache::Impl::push(CacheStream& s, const float* rows, size_t n, size_t stride) const {
@@ -225,7 +250,47 @@ void KVCache::Impl::encode_aged(size_t head) {
   }
 }
 
+void KVCache::Impl::encode_pair_aged() {
+  Impl* other = partner();
+  if (other == nullptr) return;  // a pair encodes only what both of its layers hold
+  Impl& lead = follower ? *other : *this;
+  Impl& next = follower ? *this : *other;
+  const size_t h = shape.kv_heads, d = shape.head_dim, row_bytes = fp16.code_bytes(1);
+  for (size_t head = 0; head < h; ++head) {
+    if (lead.keys[head].encoded != next.keys[head].encoded ||
+        lead.values[head].encoded != next.values[head].encoded) {
+      throw Error(fmt::format("{}: layers {} and {} are a pair but KV head {} has encoded {} and {} "
+                              "key tokens; expected the same (was one layer restored alone?)",
+                              spec.to_string(), pair->leader, pair->leader + 1, head,
+                              lead.keys[head].encoded, next.keys[head].encoded));
+    }
+  }
+  parallel_for(h, [&](size_t head) {
+    for (const bool is_key : {true, false}) {
+      CacheStream& a = (is_key ? lead.keys : lead.values)[head];
+      CacheStream& b = (is_key ? next.keys : next.values)[head];
+      const PairCodec& codec = pair_codec(is_key);
+      const size_t block = codec.block_tokens(), common = std::min(a.tail_tokens, b.tail_tokens);
+      if (common < codecs.residual + block) continue;
+      const size_t m = (common - codecs.residual) / block * block;
+      std::vector<float> xa(m * d), xb(m * d);
+      fp16.decode(a.tail.data(), m, xa.data());
+      fp16.decode(b.tail.data(), m, xb.data());
+      const size_t at_a = a.codes.size(), at_b = b.codes.size();
+      a.codes.resize(at_a + codec.leader_bytes(m));
+      b.codes.resize(at_b + codec.follower_bytes(m));
+      codec.encode(xa.data(), xb.data(), m, a.codes.data() + at_a, b.codes.data() + at_b);
+      for (CacheStream* s : {&a, &b}) {
+        s->encoded += m;
+        s->tail.erase(s->tail.begin(), s->tail.begin() + static_cast<std::ptrdiff_t>(m * row_bytes));
+        s->tail_tokens -= m;
+      }
+    }
+  }, std::min(lead.keys[0].tail_tokens, next.keys[0].tail_tokens) * d * h >= kParallelAppendElements);
+}
+
 void KVCache::Impl::encode_all_aged() {
+  if (pair) return encode_pair_aged();
   fit_streams_if_due();
   const size_t h = shape.kv_heads;
   parallel_for(h, [&](size_t head) { encode_aged(head); },
@@ -265,8 +330,29 @@ size_t KVCache::Impl::stream_bytes(const std::vector<CacheStream>& v, const Code
   return b;
 }
 
-void KVCache::Impl::decode_stream(const CacheStream& s, const Codec& c, float* out) const {
-  if (s.encoded) c.decode(s.codes.data(), s.encoded, out);  // a codec fitted per stream may not be yet
+KVCache::Impl::Encoded KVCache::Impl::encoded(size_t head, bool is_key) const {
+  const CacheStream& s = (is_key ? keys : values)[head];
+  if (!pair) return {is_key ? &key_codec(head) : &value_codec(head), s.codes.data()};
+  const PairCodec& codec = pair_codec(is_key);
+  if (s.encoded == 0) return {&codec.view_codec(), nullptr};
+  thread_local std::vector<uint8_t> scratch[2];
+  std::vector<uint8_t>& buffer = scratch[is_key ? 0 : 1];
+  if (!follower) return {&codec.view_codec(), codec.view(false, s.codes.data(), nullptr, s.encoded, buffer)};
+  const Impl* lead = partner();
+  const size_t lead_encoded = lead ? (is_key ? lead->keys : lead->values)[head].encoded : 0;
+  if (lead_encoded != s.encoded) {
+    throw Error(fmt::format("{}: layer {} reads its encoded tokens through layer {}, which {}; "
+                            "expected {} encoded tokens in KV head {} there", spec.to_string(),
+                            shape.layer, pair->leader,
+                            lead ? fmt::format("holds {}", lead_encoded) : std::string("no longer exists"),
+                            s.encoded, head));
+  }
+  const CacheStream& ls = (is_key ? lead->keys : lead->values)[head];
+  return {&codec.view_codec(), codec.view(true, ls.codes.data(), s.codes.data(), s.encoded, buffer)};
+}
+
+void KVCache::Impl::decode_stream(const CacheStream& s, const Encoded& e, float* out) const {
+  if (s.encoded) e.codec->decode(e.codes, s.encoded, out);  // a codec fitted per stream may not be yet
   fp16.decode(s.tail.data(), s.tail_tokens, out + s.encoded * shape.head_dim);
 }
 
@@ -276,8 +362,8 @@ void KVCache::Impl::decode_head(size_t head, float* k, float* v) const {
     rotated_sink_keys(head, k);
     fp16.decode(sink_values[head].data(), sinks, v);
   }
-  decode_stream(keys[head], key_codec(head), k + sinks * d);
-  decode_stream(values[head], value_codec(head), v + sinks * d);
+  decode_stream(keys[head], encoded(head, true), k + sinks * d);
+  decode_stream(values[head], encoded(head, false), v + sinks * d);
 }
 
 std::vector<float> KVCache::Impl::decode_all(bool keys_wanted) const {
@@ -300,13 +386,15 @@ std::vector<float> KVCache::Impl::decode_all(bool keys_wanted) const {
 
 KVCache::KVCache(std::string_view spec, const LayerShape& shape) : KVCache(parse_spec(spec), shape) {}
 
-KVCache::KVCache(Spec spec, const LayerShape& shape) {
+KVCache::KVCache(Spec spec, const LayerShape& shape) : KVCache(std::move(spec), shape, nullptr) {}
+
+KVCache::KVCache(Spec spec, const LayerShape& shape, std::shared_ptr<CrossLayerCoordinator> cross) {
   if (spec.method == nullptr) throw SpecError("KVCache needs a parsed spec");
   if (shape.kv_heads == 0 || shape.head_dim == 0) {
     throw ShapeError("layer shape kv_heads=" + std::to_string(shape.kv_heads) + " head_dim=" +
                      std::to_string(shape.head_dim) + "; expected both >= 1");
   }
-  impl_ = std::make_unique<Impl>(std::move(spec), shape);
+  impl_ = std::make_unique<Impl>(std::move(spec), shape, std::move(cross));
   if (impl_->codecs.key->dim() != shape.head_dim || impl_->codecs.value->dim() != shape.head_dim) {
     throw Error(impl_->spec.to_string() + ": codec dimension differs from head_dim " +
                 std::to_string(shape.head_dim));
@@ -354,7 +442,7 @@ void KVCache::append_checked(const TensorView& k, const TensorView& v,
     check_storable(kf, "keys after RoPE", m.shape, m.tokens);
   }
   // Held blocks are encoded before new tokens arrive: their step's queries have attended.
-  if (m.salient) m.encode_all_aged();
+  if (m.held) m.encode_all_aged();
   parallel_for(h, [&](size_t head) {
     if (sinks) {
       for (size_t t = 0; t < sinks; ++t) {
@@ -376,9 +464,8 @@ void KVCache::append_checked(const TensorView& k, const TensorView& v,
       m.attention[head].resize(m.attention[head].size() + n, 0.0f);
       m.attention_rows[head].resize(m.attention_rows[head].size() + n, 0.0f);
     }
-  } else {
-    m.encode_all_aged();
   }
+  if (!m.held) m.encode_all_aged();
   if (m.policy) {
     for (TokenScores& s : m.scores) {
       s.score.resize(s.score.size() + n, 0.0f);
@@ -468,7 +555,7 @@ void KVCache::attend_into(const TensorView& q, float* out, AttendPath path,
 
 void KVCache::evict() { impl_->evict(); }
 void KVCache::finish_step() {
-  if (impl_->salient) impl_->encode_all_aged();
+  if (impl_->held) impl_->encode_all_aged();
   impl_->evict();
 }
 bool KVCache::evicts() const { return impl_->policy != nullptr; }
@@ -529,8 +616,18 @@ void KVCache::restore(std::vector<CacheStream> keys, std::vector<CacheStream> va
     const std::vector<CacheStream>& streams = is_key ? keys : values;
     const Codec& prototype = is_key ? *m.codecs.key : *m.codecs.value;
     fitted[is_key ? 0 : 1] = fitted_codecs(prototype, streams, m.spec.to_string() + ": the " + kind + " streams");
+    // A layer of a pair stores the pair's layout (the leader's part or the follower's).
+    const PairCodec* paired = m.pair ? &m.pair_codec(is_key) : nullptr;
+    const size_t block = paired ? paired->block_tokens() : prototype.block_tokens();
+    const bool variable_length = !paired && prototype.variable_length();
+    const std::function<size_t(const CacheStream&)> code_bytes = [&](const CacheStream& s) {
+      if (paired) return m.follower ? paired->follower_bytes(s.encoded) : paired->leader_bytes(s.encoded);
+      if (variable_length) return prototype.encoded_bytes(s.codes.data(), s.encoded, s.codes.size());
+      return prototype.code_bytes(s.encoded);
+    };
     for (size_t head = 0; head < h; ++head) {
-      const std::string why = stream_layout_error(streams[head], prototype, m.codecs.residual, tokens, row_bytes);
+      const std::string why = stream_layout_error(streams[head], block, code_bytes, variable_length,
+                                                  m.codecs.residual, tokens, row_bytes);
       if (!why.empty()) {
         throw Error(fmt::format("{}: the {} stream of KV head {} {}", m.spec.to_string(), kind, head, why));
       }
@@ -543,9 +640,29 @@ void KVCache::restore(std::vector<CacheStream> keys, std::vector<CacheStream> va
       // Restored codes come from outside the process: checked once here, so that attention
       // never meets codes encode() cannot have written (Codec::check_codes).
       try {
-        (own.empty() ? prototype : *own[head]).check_codes(streams[head].codes.data(), streams[head].encoded);
+        if (paired) paired->check_codes(m.follower, streams[head].codes.data(), streams[head].encoded);
+        else (own.empty() ? prototype : *own[head]).check_codes(streams[head].codes.data(), streams[head].encoded);
       } catch (const Error& e) {
         throw Error(fmt::format("{}: the {} stream of KV head {}: {}", m.spec.to_string(), kind, head, e.what()));
+      }
+    }
+  }
+  // The other layer of a pair, once it holds tokens, must hold the same ones: a follower reads the
+  // codes its leader stores for the same blocks.
+  if (const Impl* other = m.partner(); other != nullptr && other->tokens > 0) {
+    const int here = m.shape.layer, there = other->shape.layer;
+    if (other->tokens != tokens) {
+      throw Error(fmt::format("{}: layers {} and {} are a pair; layer {} holds {} tokens and the "
+                              "restored layer {} {}; expected the same", m.spec.to_string(),
+                              std::min(here, there), std::max(here, there), there, other->tokens, here, tokens));
+    }
+    for (size_t head = 0; head < h; ++head) {
+      if (other->keys[head].encoded != keys[head].encoded || other->values[head].encoded != values[head].encoded) {
+        throw Error(fmt::format("{}: layers {} and {} are a pair; in KV head {} layer {} has encoded "
+                                "{} key and {} value tokens and the restored layer {} {} and {}; "
+                                "expected the same", m.spec.to_string(), std::min(here, there),
+                                std::max(here, there), head, there, other->keys[head].encoded,
+                                other->values[head].encoded, here, keys[head].encoded, values[head].encoded));
       }
     }
   }
@@ -564,6 +681,22 @@ void KVCache::restore(std::vector<CacheStream> keys, std::vector<CacheStream> va
       m.attention_rows[head].assign(tokens - m.attention_first, 0.0f);
     }
   }
+}
+
+std::vector<KVCache> make_layer_caches(const Spec& spec, const LayerShape& shape, int layers) {
+  if (layers < 1) throw SpecError(fmt::format("make_layer_caches got {} layers; expected at least 1", layers));
+  if (spec.method == nullptr) throw SpecError("make_layer_caches needs a parsed spec");
+  std::shared_ptr<CrossLayerCoordinator> cross;
+  if (spec.method->cross_layer()) cross = std::make_shared<CrossLayerCoordinator>(spec, shape, layers);
+  std::vector<KVCache> caches;
+  caches.reserve(static_cast<size_t>(layers));
+  for (int l = 0; l < layers; ++l) {
+    LayerShape at = shape;
+    at.layer = l;
+    at.layers = layers;
+    caches.push_back(KVCache(spec, at, cross));
+  }
+  return caches;
 }
 
 }  // namespace veloxquant

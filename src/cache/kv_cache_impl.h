@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "cache/cross_layer.h"
 #include "cache/eviction/policy.h"
 #include "codecs/fp16/fp16_codec.h"
 #include "veloxquant/cache.h"
@@ -50,7 +51,25 @@ struct KVCache::Impl {
   size_t attention_first = 0;
   std::vector<std::vector<float>> attention, attention_rows;
 
-  Impl(Spec s, const LayerShape& sh);
+  // Blocks are encoded at the end of a step (finish_step) rather than on append: saliency codecs
+  // wait for the step's attention, cross-layer specs for the other layer of their pair.
+  bool held = false;
+
+  // Cross-layer specs built by make_layer_caches(): the coordinator the model's layers share, and
+  // this layer's pair (null outside pairs, and for a cache built alone). A pair encodes both
+  // layers' blocks together (encode_pair_aged); each layer then reads its encoded tokens through
+  // the pair's view (encoded()).
+  std::shared_ptr<CrossLayerCoordinator> cross;
+  const CrossLayerCoordinator::Pair* pair = nullptr;
+  bool follower = false;
+  // The other layer of the pair; null when it has not been built or is gone.
+  Impl* partner() const;
+  const PairCodec& pair_codec(bool is_key) const { return is_key ? *pair->codecs.key : *pair->codecs.value; }
+
+  Impl(Spec s, const LayerShape& sh, std::shared_ptr<CrossLayerCoordinator> coordinator);
+  ~Impl();
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
 
   // Tokens head h holds, sinks included.
   size_t stored(size_t head) const { return sinks + keys[head].encoded + keys[head].tail_tokens; }
@@ -61,6 +80,9 @@ struct KVCache::Impl {
   // codecs first when they are fitted per stream and this is the layer's first block.
   void encode_aged(size_t head);
   void encode_all_aged();
+  // Encodes, for both layers of the pair, the blocks that have aged out of the residual window in
+  // both: the tokens the two layers hold in common.
+  void encode_pair_aged();
   void fit_streams_if_due();
   // Query tokens of an attend_observed() call of nq whose attention is recorded (the last ones).
   size_t observed_queries(size_t nq) const;
@@ -69,7 +91,15 @@ struct KVCache::Impl {
   void note_attention(const std::vector<std::vector<float>>& mass, size_t nq, size_t group);
   size_t stream_bytes(const std::vector<CacheStream>& v, const Codec& c,
                       const std::vector<std::vector<uint8_t>>& sink_rows) const;
-  void decode_stream(const CacheStream& s, const Codec& c, float* out) const;
+  // The encoded tokens of head h's keys (or values) as attention and decoding read them: a codec
+  // and codes in its layout. A layer of a pair reads its pair's view, built in per-thread scratch
+  // (one buffer for keys, one for values) and valid until the next view of that kind on the thread.
+  struct Encoded {
+    const Codec* codec;
+    const uint8_t* codes;
+  };
+  Encoded encoded(size_t head, bool is_key) const;
+  void decode_stream(const CacheStream& s, const Encoded& e, float* out) const;
   // Everything head h stores, [stored(h), dim] f32 each: the sinks rotated to their cache
   // positions, then the stream.
   void decode_head(size_t head, float* k, float* v) const;

@@ -6,11 +6,13 @@
 #include "codecs/kivi/method.h"
 #include "codecs/kivi_sink/method.h"
 #include "codecs/kitty/method.h"
+#include "codecs/minicache/method.h"
 #include "codecs/palu/method.h"
 #include "codecs/polar/method.h"
 #include "codecs/qjl/method.h"
 #include "codecs/svdq/method.h"
 #include "codecs/turboquant/method.h"
+#include "codecs/xquant/method.h"
 #include "codecs/zipcache/method.h"
 #include "cache/eviction/methods.h"
 #include "veloxquant/error.h"
@@ -34,6 +36,8 @@ const std::vector<MethodInfo>& registered_methods() {
       zipcache_method(),
       palu_method(),
       svdq_method(),
+      minicache_method(),
+      xquant_method(),
   };
   return all;
 }

@@ -67,8 +67,11 @@ void expect_exact_round_trip(const Model& model, const std::string& spec,
 TEST(SessionFile, EveryMethodRoundTripsAndContinuesExactlyOnStories) {
   const std::vector<int32_t> prompt = test::stories_prompt();
   for (const std::string& name : method_names()) expect_exact_round_trip(test::stories_model(), name, prompt);
-  // A small residual window, so that most tokens are in encoded blocks.
+  // A small residual window, so that most tokens are in encoded blocks: for the cross-layer
+  // methods, blocks shared by pairs of layers (stories260K's 5 layers: two pairs and one alone).
   expect_exact_round_trip(test::stories_model(), "kivi:residual=16", prompt);
+  expect_exact_round_trip(test::stories_model(), "xquant:residual=16", prompt);
+  expect_exact_round_trip(test::stories_model(), "minicache:residual=16,start=0", prompt);
 }
 
 TEST(SessionFile, EveryMethodRoundTripsAndContinuesExactlyOnFixtures) {

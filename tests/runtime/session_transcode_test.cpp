@@ -40,19 +40,25 @@ TEST(SessionTranscode, NewCachesAreTheMethodsEncodingOfTheDecodedCaches) {
     restore_session(transcoded, read_session_file(dir.file("t.vqs")));
     Session fp16(test::stories_model(), {"fp16", 0});
     restore_session(fp16, read_session_file(dir.file("fp16.vqs")));
+    // All layers built together, as transcode does: a cross-layer method pairs them.
+    std::vector<KVCache> expected = make_layer_caches(parse_spec(method.name), fp16.caches()[0].shape(),
+                                                      static_cast<int>(fp16.caches().size()));
     for (size_t l = 0; l < fp16.caches().size(); ++l) {
       const KVCache& from = fp16.caches()[l];
-      KVCache expected(parse_spec(method.name), from.shape());
       const std::vector<float> k = from.decode_keys(), v = from.decode_values();
       const size_t n = from.tokens(), h = from.kv_heads(), d = from.head_dim();
-      expected.append(TensorView::f32(k.data(), {n, h, d}), TensorView::f32(v.data(), {n, h, d}));
-      expected.finish_step();  // as transcode does: a saliency codec's held blocks are encoded
+      expected[l].append(TensorView::f32(k.data(), {n, h, d}), TensorView::f32(v.data(), {n, h, d}));
+    }
+    // As transcode does: held blocks (a saliency codec's, a cross-layer pair's) are encoded.
+    for (KVCache& cache : expected) cache.finish_step();
+    for (size_t l = 0; l < fp16.caches().size(); ++l) {
+      const size_t h = fp16.caches()[l].kv_heads();
       const KVCache& got = transcoded.caches()[l];
       for (size_t head = 0; head < h; ++head) {
-        EXPECT_TRUE(got.key_streams()[head].codes == expected.key_streams()[head].codes) << "layer " << l;
-        EXPECT_TRUE(got.key_streams()[head].tail == expected.key_streams()[head].tail) << "layer " << l;
-        EXPECT_TRUE(got.value_streams()[head].codes == expected.value_streams()[head].codes) << "layer " << l;
-        EXPECT_TRUE(got.value_streams()[head].tail == expected.value_streams()[head].tail) << "layer " << l;
+        EXPECT_TRUE(got.key_streams()[head].codes == expected[l].key_streams()[head].codes) << "layer " << l;
+        EXPECT_TRUE(got.key_streams()[head].tail == expected[l].key_streams()[head].tail) << "layer " << l;
+        EXPECT_TRUE(got.value_streams()[head].codes == expected[l].value_streams()[head].codes) << "layer " << l;
+        EXPECT_TRUE(got.value_streams()[head].tail == expected[l].value_streams()[head].tail) << "layer " << l;
       }
     }
   }

@@ -44,6 +44,20 @@ double measured_bits(const LayerCodecs& c, const SyntheticKV& w) {
          static_cast<double>(2 * tokens * d);
 }
 
+// Cross-layer methods: the same measure over one pair of layers, both layers' bytes over both
+// layers' elements.
+double measured_pair_bits(const MethodInfo& m, size_t residual) {
+  const size_t tokens = kTokens, d = kDim;
+  const PairCodecs p = m.make_pair(parse_spec(m.name).params, LayerShape{1, kDim, 0, 0, 2});
+  size_t bytes = 0;
+  for (const PairCodec* codec : {p.key.get(), p.value.get()}) {
+    const size_t stored = std::min(tokens, residual);
+    const size_t encoded = (tokens - stored) / codec->block_tokens() * codec->block_tokens();
+    bytes += codec->leader_bytes(encoded) + codec->follower_bytes(encoded) + 2 * (tokens - encoded) * d * 2;
+  }
+  return 8.0 * static_cast<double>(bytes) / static_cast<double>(2 * 2 * tokens * d);
+}
+
 void print_params(const MethodInfo& m) {
   size_t width = 0;
   for (const auto& p : m.params) width = std::max(width, p.name.size());
@@ -67,6 +81,12 @@ Command add_methods_command(CLI::App& app) {
       auto mode = [](bool fused) { return fused ? "on the codes" : "after decoding"; };
       fmt::print("    attention: scores {}, value sums {}\n", mode(c.key->fused_score()),
                  mode(c.value->fused_accumulate()));
+      if (m.cross_layer()) {
+        const PairCodecs p = m.make_pair(parse_spec(m.name).params, LayerShape{1, kDim, 0, 0, 2});
+        fmt::print("    cross-layer: {:.2f} bits/element over a pair of layers (above: a layer outside "
+                   "pairs); paired layers attend {} / {}\n", measured_pair_bits(m, c.residual),
+                   mode(p.key->view_codec().fused_score()), mode(p.value->view_codec().fused_accumulate()));
+      }
       print_params(m);
     }
     fmt::print("Eviction policies: which tokens a cache keeps, from the attention the real queries pay.\n"

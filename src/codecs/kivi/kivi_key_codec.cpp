@@ -52,8 +52,15 @@ void KiviKeyCodec::check_codes(const uint8_t* codes, size_t n) const {
   }
 }
 
-void KiviKeyCodec::decode(const uint8_t* codes, size_t n, float* x) const {
+void KiviKeyCodec::unpack_codes(const uint8_t* block, uint8_t* codes) const {
   const size_t d = dim_, tile_bytes = kLanes * d * bits_ / 8;
+  if (!tiled_) return unpack_bits(block + 4 * d, group_ * d, bits_, codes);
+  for (size_t tile = 0; tile < group_ / kLanes; ++tile)
+    unpack_key_tile(block + 4 * d + tile * tile_bytes, d, bits_, codes + tile * kLanes * d);
+}
+
+void KiviKeyCodec::decode(const uint8_t* codes, size_t n, float* x) const {
+  const size_t d = dim_;
   std::vector<uint8_t> q(group_ * d);
   std::vector<float> scale(d), mins(d);
   for (size_t b = 0; b < n / group_; ++b) {
@@ -62,12 +69,7 @@ void KiviKeyCodec::decode(const uint8_t* codes, size_t n, float* x) const {
       scale[c] = f16_to_f32(halves(in)[c]);
       mins[c] = f16_to_f32(halves(in)[d + c]);
     }
-    if (tiled_) {
-      for (size_t tile = 0; tile < group_ / kLanes; ++tile)
-        unpack_key_tile(in + 4 * d + tile * tile_bytes, d, bits_, q.data() + tile * kLanes * d);
-    } else {
-      unpack_bits(in + 4 * d, group_ * d, bits_, q.data());
-    }
+    unpack_codes(in, q.data());
     float* xb = x + b * group_ * d;
     for (size_t t = 0; t < group_; ++t)
       for (size_t c = 0; c < d; ++c) xb[t * d + c] = mins[c] + scale[c] * static_cast<float>(q[t * d + c]);

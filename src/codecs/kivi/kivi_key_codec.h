@@ -5,11 +5,11 @@
 // (dense_codes.h). Both take 4 dim + G dim bits / 8 bytes.
 #pragma once
 
-#include "veloxquant/codec.h"
+#include "codecs/kivi/grid_codec.h"
 
 namespace veloxquant::kivi {
 
-class KiviKeyCodec final : public Codec {
+class KiviKeyCodec final : public GridCodec {
  public:
   // REQUIRES (checked by the method): bits in {2, 4, 8}, group % 16 == 0, dim >= 1.
   KiviKeyCodec(size_t dim, unsigned bits, size_t group);
@@ -24,6 +24,13 @@ class KiviKeyCodec final : public Codec {
   // Refuses stored grids encode() cannot write: a NaN, infinite or negative step, a non-finite
   // minimum (affine_grid.h).
   void check_codes(const uint8_t* codes, size_t n) const override;
+  // The grids: one per channel, at the start of the block.
+  unsigned bits() const override { return bits_; }
+  size_t block_bytes() const override { return block_bytes_; }
+  size_t grids() const override { return dim_; }
+  size_t grids_at() const override { return 0; }
+  size_t grid_of(size_t /*t*/, size_t c) const override { return c; }
+  void unpack_codes(const uint8_t* block, uint8_t* codes) const override;
   bool fused_score() const override { return true; }
   // Scores from codes: per block the query is folded with the channel scales. Lane tiles: the
   // folded query is split into two int8 terms (15-bit precision, one scale per block and query),

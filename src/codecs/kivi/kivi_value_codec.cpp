@@ -61,6 +61,11 @@ void KiviValueCodec::check_codes(const uint8_t* codes, size_t n) const {
   }
 }
 
+void KiviValueCodec::unpack_codes(const uint8_t* block, uint8_t* codes) const {
+  if (tiled_) unpack_value_quad(block, dim_, bits_, codes);
+  else unpack_bits(block, 4 * dim_, bits_, codes);
+}
+
 void KiviValueCodec::decode(const uint8_t* codes, size_t n, float* x) const {
   const size_t d = dim_;
   std::vector<uint8_t> q(4 * d);
@@ -68,8 +73,7 @@ void KiviValueCodec::decode(const uint8_t* codes, size_t n, float* x) const {
     const uint8_t* in = codes + b * block_bytes_;
     const auto* scale = reinterpret_cast<const uint16_t*>(in + quad_bytes_);
     const auto* mins = scale + 4 * groups_;
-    if (tiled_) unpack_value_quad(in, d, bits_, q.data());
-    else unpack_bits(in, 4 * d, bits_, q.data());
+    unpack_codes(in, q.data());
     for (size_t i = 0; i < 4; ++i)
       for (size_t c = 0; c < d; ++c) {
         const size_t g = c / group_;

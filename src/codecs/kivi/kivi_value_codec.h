@@ -9,11 +9,11 @@
 #include <memory>
 #include <string>
 
-#include "veloxquant/codec.h"
+#include "codecs/kivi/grid_codec.h"
 
 namespace veloxquant::kivi {
 
-class KiviValueCodec final : public Codec {
+class KiviValueCodec final : public GridCodec {
  public:
   // REQUIRES (checked by create()): bits in {2, 4, 8}, group >= 1, dim >= 1. The value group is
   // min(group, dim): a group larger than dim means one group per token. When it does not divide
@@ -35,6 +35,13 @@ class KiviValueCodec final : public Codec {
   // Refuses stored grids encode() cannot write: a NaN, infinite or negative step, a non-finite
   // minimum (affine_grid.h).
   void check_codes(const uint8_t* codes, size_t n) const override;
+  // The grids: one per channel group and token, after the codes.
+  unsigned bits() const override { return bits_; }
+  size_t block_bytes() const override { return block_bytes_; }
+  size_t grids() const override { return 4 * groups_; }
+  size_t grids_at() const override { return quad_bytes_; }
+  size_t grid_of(size_t t, size_t c) const override { return c / group_ * 4 + t; }
+  void unpack_codes(const uint8_t* block, uint8_t* codes) const override;
   bool fused_accumulate() const override { return true; }
   // Weighted sums from codes: attention weights times per-token scales. Lane quads: split into two
   // int8 terms (15-bit precision, one scale per query, channel group and span of 64 tokens), then

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <numeric>
 #include <string>
 #include <vector>
 
+#include "codecs/kept_rows.h"
 #include "core/half_bytes.h"
 #include "core/simd.h"
 #include "veloxquant/error.h"
@@ -19,16 +19,6 @@ uint16_t load_index(const uint8_t* p, size_t i) {
   uint16_t v;
   std::memcpy(&v, p + 2 * i, 2);
   return v;
-}
-
-// The s tokens of one block ranked highest (ties: the earlier token), in increasing order.
-std::vector<size_t> pick_sinks(const float* rank, size_t group, size_t s) {
-  std::vector<size_t> order(group);
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return rank[a] > rank[b]; });
-  order.resize(s);
-  std::sort(order.begin(), order.end());
-  return order;
 }
 
 }  // namespace
@@ -53,13 +43,10 @@ void KiviSinkKeyCodec::encode_salient(const float* x, size_t n, const float* att
       rank[t] = attention && by_attention_ ? attention[b * group_ + t]
                           : static_cast<float>(std::sqrt(simd::dot(xb + t * d, xb + t * d, d)));
     }
-    const std::vector<size_t> sinks = pick_sinks(rank.data(), group_, sinks_);
-    // The grids see only the other tokens: each sink row becomes a copy of the first non-sink
-    // row, which leaves every channel's min and max as they are without it.
+    const std::vector<size_t> sinks = kept_rows::pick(rank.data(), group_, sinks_);
+    // The grids see only the other tokens.
     std::copy_n(xb, group_ * d, block.data());
-    size_t filler = 0;
-    while (std::binary_search(sinks.begin(), sinks.end(), filler)) ++filler;
-    for (size_t t : sinks) std::copy_n(xb + filler * d, d, block.data() + t * d);
+    kept_rows::fill(block.data(), group_, d, sinks);
     kivi_.encode(block.data(), group_, out);
     uint8_t* index = out + kivi_bytes_;
     uint8_t* rows = index + 2 * sinks_;
@@ -90,14 +77,10 @@ void KiviSinkKeyCodec::check_codes(const uint8_t* codes, size_t n) const {
   for (size_t b = 0; b < n / group_; ++b) {
     const uint8_t* in = codes + b * block_bytes_;
     kivi_.check_codes(in, group_);
+    if (const std::string why = kept_rows::index_error(in + kivi_bytes_, sinks_, group_); !why.empty()) {
+      throw Error("kivi_sink: corrupt codes: block " + std::to_string(b) + ", sink " + why);
+    }
     for (size_t i = 0; i < sinks_; ++i) {
-      const size_t t = load_index(in + kivi_bytes_, i);
-      const size_t before = i ? load_index(in + kivi_bytes_, i - 1) : 0;
-      if (t >= group_ || (i && t <= before)) {
-        throw Error("kivi_sink: corrupt codes: block " + std::to_string(b) + ", sink " + std::to_string(i) +
-                    " is token " + std::to_string(t) + "; expected strictly increasing indices below " +
-                    std::to_string(group_));
-      }
       const uint8_t* row = in + kivi_bytes_ + 2 * sinks_ + 2 * i * d;
       for (size_t c = 0; c < d; ++c) {
         if ((load_half(row + 2 * c) & 0x7C00) == 0x7C00) {

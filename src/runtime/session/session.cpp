@@ -88,11 +88,7 @@ struct Session::Impl {
   void make_caches(const Spec& spec) {
     const ModelConfig& c = model.config();
     caches.clear();
-    caches.reserve(c.layers);
-    for (uint32_t l = 0; l < c.layers; ++l) {
-      caches.emplace_back(spec, LayerShape{c.kv_heads, c.head_dim, static_cast<int>(l), 0,
-                                           static_cast<int>(c.layers)});
-    }
+    caches = make_layer_caches(spec, LayerShape{c.kv_heads, c.head_dim, 0, 0}, static_cast<int>(c.layers));
     importance.assign(caches.front().wants_layer_importance() ? c.layers : 0, 0.0);
     importance_set = false;
   }

@@ -9,12 +9,13 @@ namespace veloxquant::session_file {
 
 std::vector<KVCache> rebuild_caches(std::vector<SessionFile::Layer> layers, const Spec& spec,
                                     uint64_t codec_seed, const ModelIdentity& model) {
-  std::vector<KVCache> caches;
-  caches.reserve(layers.size());
+  // Built together, so that the layers of a cross-layer spec are paired again; restored in layer
+  // order, so that a follower is checked against its restored leader.
+  std::vector<KVCache> caches = make_layer_caches(
+      spec, LayerShape{model.kv_heads, model.head_dim, 0, codec_seed}, static_cast<int>(layers.size()));
   for (size_t l = 0; l < layers.size(); ++l) {
-    caches.emplace_back(spec, LayerShape{model.kv_heads, model.head_dim, static_cast<int>(l), codec_seed});
     try {
-      caches.back().restore(std::move(layers[l].keys), std::move(layers[l].values));
+      caches[l].restore(std::move(layers[l].keys), std::move(layers[l].values));
     } catch (const Error& e) {
       throw FormatError(fmt::format("layer {}: {}", l, e.what()));
     }
@@ -57,17 +58,17 @@ void transcode_session(SessionFile file, std::string_view kv_spec, const std::st
   }
   const std::vector<KVCache> source = session_file::rebuild_caches(
       std::move(file.layers), parse_spec(file.kv_spec), file.codec_seed, file.model);
-  std::vector<KVCache> caches;
-  caches.reserve(source.size());
+  std::vector<KVCache> caches =
+      make_layer_caches(target, source.front().shape(), static_cast<int>(source.size()));
   const size_t n = file.tokens.size(), h = file.model.kv_heads, d = file.model.head_dim;
   for (size_t l = 0; l < source.size(); ++l) {
-    caches.emplace_back(target, source[l].shape());
     // Both are [tokens, kv_heads, head_dim]; the keys are already rotated (RoPE), so they go
     // through the append that does not rotate.
     const std::vector<float> k = source[l].decode_keys(), v = source[l].decode_values();
-    caches.back().append(TensorView::f32(k.data(), {n, h, d}), TensorView::f32(v.data(), {n, h, d}));
-    caches.back().finish_step();  // blocks a saliency codec held are encoded now, as after a step
+    caches[l].append(TensorView::f32(k.data(), {n, h, d}), TensorView::f32(v.data(), {n, h, d}));
   }
+  // Held blocks (a saliency codec's, a cross-layer pair's) are encoded now, as after a step.
+  for (KVCache& cache : caches) cache.finish_step();
   session_file::write_session(out, {file.model, target.to_string(), file.codec_seed, file.tokens,
                                     file.logits}, caches);
 }
