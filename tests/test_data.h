@@ -1,6 +1,7 @@
 // Seeded test data shared by the test files.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -15,6 +16,17 @@ inline std::vector<float> gaussian(size_t n, uint64_t seed, double sigma = 1.0) 
   std::vector<float> x(n);
   for (auto& v : x) v = static_cast<float>(sigma * rng.normal());
   return x;
+}
+
+// ||got - want|| / ||want||, summed in double.
+inline double relative_l2(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double e = static_cast<double>(got[i]) - want[i];
+    num += e * e;
+    den += static_cast<double>(want[i]) * want[i];
+  }
+  return std::sqrt(num / den);
 }
 
 }  // namespace veloxquant::test

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "eval/synthetic_kv.h"
+#include "test_data.h"
 #include "veloxquant/cache.h"
 #include "veloxquant/error.h"
 
@@ -39,15 +40,6 @@ class Conformance : public ::testing::TestWithParam<std::tuple<std::string, size
     return cache;
   }
 };
-
-double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (a[i] - b[i]) * static_cast<double>(a[i] - b[i]);
-    den += b[i] * static_cast<double>(b[i]);
-  }
-  return std::sqrt(num / den);
-}
 
 TEST_P(Conformance, DeclaresParametersAndPaper) {
   const MethodInfo& m = method();
@@ -282,7 +274,7 @@ TEST_P(Conformance, FusedMatchesReference) {
     const TensorView q = TensorView::f32(w.queries.data(), {6, w.q_heads, hd});
     cache.attend(q, fused.data(), AttendPath::Fused);
     cache.attend(q, ref.data(), AttendPath::Reference);
-    const double method_err = rel_l2(ref, exact), gap = rel_l2(fused, ref);
+    const double method_err = test::relative_l2(ref, exact), gap = test::relative_l2(fused, ref);
     EXPECT_LE(gap, std::max(1e-4, 0.1 * method_err))
         << tokens << " tokens: reference error " << method_err << ", fused-vs-reference " << gap;
     // xquant alone is its base, 2-bit KIVI over 128-token key groups and 128-channel value

@@ -60,15 +60,6 @@ std::vector<KVCache> filled(const std::string& spec, const std::vector<Synthetic
   return caches;
 }
 
-double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (a[i] - b[i]) * static_cast<double>(a[i] - b[i]);
-    den += b[i] * static_cast<double>(b[i]);
-  }
-  return std::sqrt(num / den);
-}
-
 // (method name, head_dim)
 class CrossLayerConformance : public ::testing::TestWithParam<std::tuple<std::string, size_t>> {
  protected:
@@ -148,9 +139,9 @@ TEST_P(CrossLayerConformance, FusedMatchesReferenceInEveryLayer) {
       caches[l].attend(q, decoded.data(), AttendPath::Decoded);
       std::vector<float> base(exact.size());
       alone.attend(q, base.data(), AttendPath::Reference);
-      const double method_err = rel_l2(ref, exact), base_err = rel_l2(base, exact);
-      EXPECT_LE(rel_l2(fused, ref), std::max(1e-4, 0.1 * method_err)) << tokens << " tokens, layer " << l;
-      EXPECT_LE(rel_l2(decoded, ref), 1e-4) << tokens << " tokens, layer " << l;
+      const double method_err = test::relative_l2(ref, exact), base_err = test::relative_l2(base, exact);
+      EXPECT_LE(test::relative_l2(fused, ref), std::max(1e-4, 0.1 * method_err)) << tokens << " tokens, layer " << l;
+      EXPECT_LE(test::relative_l2(decoded, ref), 1e-4) << tokens << " tokens, layer " << l;
       EXPECT_LT(method_err, 1.5 * base_err + 0.05) << tokens << " tokens, layer " << l << ", base alone " << base_err;
     }
   }

@@ -20,6 +20,7 @@
 #include "core/half_bytes.h"
 #include "core/rng.h"
 #include "eval/synthetic_kv.h"
+#include "test_data.h"
 #include "veloxquant/cache.h"
 #include "veloxquant/error.h"
 #include "veloxquant/tensor.h"
@@ -75,12 +76,6 @@ double dot(const double* a, const float* b, size_t d) {
   double s = 0;
   for (size_t i = 0; i < d; ++i) s += a[i] * b[i];
   return s;
-}
-
-double rel_l2(const std::vector<float>& x, const std::vector<float>& y) {
-  double den = 0;
-  for (float v : x) den += static_cast<double>(v) * v;
-  return std::sqrt(sq_error(x, y) / den);
 }
 
 TEST(Svdq, BasisIsOrthonormalAndOrderedBySingularValue) {
@@ -155,7 +150,7 @@ TEST(Svdq, AllChannelsAtEightBitsReconstructNearlyExactly) {
     const std::vector<float> keys = spectral_keys(n, d, 10.0, 0.95, 0.05, 7 + d);
     const SvdqKeyCodec proto(d, kAllEight, 32);
     const std::shared_ptr<const Codec> codec = codec_for_stream(proto, keys.data(), n);
-    EXPECT_LT(rel_l2(keys, test::round_trip(*codec, keys, n)), 8e-3) << "head_dim " << d;
+    EXPECT_LT(test::relative_l2(test::round_trip(*codec, keys, n), keys), 8e-3) << "head_dim " << d;
   }
 }
 
