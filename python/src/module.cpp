@@ -3,6 +3,8 @@
 #include <nanobind/nanobind.h>
 #include <omp.h>
 
+#include <string>
+
 #include "bindings.h"
 #include "veloxquant/error.h"
 
