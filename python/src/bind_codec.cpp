@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "arrays.h"
@@ -41,7 +42,7 @@ class StreamCodec {
   }
 
   void fit(const InArray& x) {
-    const std::vector<float> rows = checked_rows(x, "x");
+    const std::span<const float> rows = checked_rows(x, "x");
     const size_t n = rows.size() / dim();
     prototype_->fit(rows.data(), n);  // a no-op for codecs that need no calibration
     if (prototype_->fits_streams()) codec_ = codec_for_stream(*prototype_, rows.data(), n);
@@ -49,7 +50,7 @@ class StreamCodec {
   }
 
   ByteArray encode(const InArray& x) const {
-    const std::vector<float> rows = checked_rows(x, "x");
+    const std::span<const float> rows = checked_rows(x, "x");
     const size_t n = rows.size() / dim();
     check_ready("encode");
     check_blocks(n, "x");
@@ -68,7 +69,7 @@ class StreamCodec {
   }
 
   FloatArray score(const InArray& q, const InArray& codes, size_t n) const {
-    const std::vector<float> queries = checked_rows(q, "q");
+    const std::span<const float> queries = checked_rows(q, "q");
     const size_t nq = queries.size() / dim();
     const std::span<const uint8_t> bytes = checked_codes(codes, n, "score");
     std::vector<float> scores(nq * n);
@@ -87,18 +88,20 @@ class StreamCodec {
   const std::string& stream() const { return stream_; }
 
  private:
-  // x as f32 rows of dim() values, finite and within the fp16 range (what Codec::encode requires).
-  std::vector<float> checked_rows(const InArray& x, const char* what) const {
+  // x's rows of dim() float32 values, read in place: checked finite and within the fp16 range
+  // (what Codec::encode requires) without a copy.
+  std::span<const float> checked_rows(const InArray& x, const char* what) const {
     const TensorView view = view_of(x, what, 2, /*allow_f16=*/false);
     if (view.dim(1) != dim()) {
       throw ShapeError(fmt::format("{} has shape {}; expected [n, {}] (the codec's dim)", what,
                                    view.shape_string(), dim()));
     }
-    std::vector<float> rows = to_f32_checked(view, what);
+    const std::span<const float> rows(static_cast<const float*>(view.data), view.numel());
     for (size_t i = 0; i < rows.size(); ++i) {
-      if (std::fabs(rows[i]) <= 65504.0f) continue;
-      throw ShapeError(fmt::format("{}[{}, {}] is {}; expected |x| <= 65504 (the fp16 range)", what,
-                                   i / dim(), i % dim(), rows[i]));
+      if (std::fabs(rows[i]) <= 65504.0f) continue;  // false for NaN too
+      throw ShapeError(fmt::format("{}[{}, {}] is {}; expected {}", what, i / dim(), i % dim(), rows[i],
+                                   std::isfinite(rows[i]) ? "|x| <= 65504 (the fp16 range)"
+                                                          : "a finite number"));
     }
     return rows;
   }
