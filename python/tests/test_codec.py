@@ -141,3 +141,5 @@ def test_fitted_codecs_need_fit_first():
         codec = vq.Codec(spec, dim=DIM)
         with pytest.raises(vq.Error, match=r"call fit\(x\) before encode\(\)"):
             codec.encode(rows(tokens_for(codec)))
+        with pytest.raises(vq.ShapeError, match="got 0 tokens; expected at least 1"):
+            codec.fit(rows(0))
