@@ -35,7 +35,23 @@ if [ ! -x .venv/bin/python ] || [ "$(cat .venv/requirements.stamp 2>/dev/null)" 
   echo "$want" >.venv/requirements.stamp
 fi
 
-build_dir=${BUILD_DIR:-build}
 werror=OFF; [ -n "${CI:-}" ] && werror=ON
+
+# The Python package (pyproject.toml, python/) in .venv, for its tests (python/tests, run by
+# CTest). pip builds it in build-python/, which persists, and runs only when a file the package
+# is built from changed since the last install (a stamp inside .venv records their hash).
+package_sources=(CMakeLists.txt pyproject.toml python/requirements.txt python/CMakeLists.txt
+                 python/src python/veloxquant include src)
+want="$(find "${package_sources[@]}" -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)"
+if [ "$(cat .venv/package.stamp 2>/dev/null)" != "$want" ]; then
+  echo "setup: building the Python package into .venv" >&2
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-input -r python/requirements.txt
+  CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)} .venv/bin/python -m pip install \
+    --quiet --disable-pip-version-check --no-input --no-build-isolation \
+    --config-settings=cmake.define.VELOXQUANT_WERROR="$werror" ./
+  echo "$want" >.venv/package.stamp
+fi
+
+build_dir=${BUILD_DIR:-build}
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVELOXQUANT_WERROR="$werror" >/dev/null
 cmake --build "$build_dir" -j "$(nproc)"

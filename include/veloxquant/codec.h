@@ -111,7 +111,8 @@ class Codec {
 
 // The codec that encodes a lone stream whose first tokens are x ([n, dim]): `codec` itself (not
 // owned) when it is not fitted per stream, else the codec fitted to x as a layer of one KV head.
-// For codec-level tests and tools; KVCache fits its streams itself.
+// For codec-level tests and tools; KVCache fits its streams itself. Throws ShapeError when a codec
+// fitted per stream gets n = 0.
 std::shared_ptr<const Codec> codec_for_stream(const Codec& codec, const float* x, size_t n);
 
 }  // namespace veloxquant

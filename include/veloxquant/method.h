@@ -57,6 +57,9 @@ struct MethodInfo {
 // The quantizers (how tokens are stored) and the eviction policies (which tokens are kept).
 const std::vector<MethodInfo>& registered_methods();
 const std::vector<MethodInfo>& registered_policies();
+// One line per parameter: "    name  default (range)  help", names aligned. The help text of
+// `veloxquant methods` and of the Python package's docstrings.
+std::string describe_params(const MethodInfo& method);
 // Throw SpecError listing the registered names when `name` is unknown.
 const MethodInfo& find_method(std::string_view name);
 const MethodInfo& find_policy(std::string_view name);

@@ -89,6 +89,8 @@ std::unique_ptr<Codec> Codec::with_states(const std::vector<std::vector<uint8_t>
 
 std::shared_ptr<const Codec> codec_for_stream(const Codec& codec, const float* x, size_t n) {
   if (!codec.fits_streams()) return std::shared_ptr<const Codec>(std::shared_ptr<const Codec>(), &codec);
+  // A basis fitted to no vectors is undefined (the fit divides by the token count).
+  if (n == 0) throw ShapeError("codec_for_stream got 0 tokens; expected at least 1 to fit the stream to");
   return codec.with_states(codec.fit_streams(x, n, 1), 0);
 }
 

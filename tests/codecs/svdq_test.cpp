@@ -280,6 +280,12 @@ TEST(Svdq, PrototypeDoesNotEncode) {
   EXPECT_THROW(proto.decode(codes.data(), 16, x.data()), Error);
 }
 
+TEST(Svdq, FittingToNoTokensIsRefused) {
+  const SvdqKeyCodec proto(8, kDefault, 16);
+  const std::vector<float> none;
+  EXPECT_THROW(codec_for_stream(proto, none.data(), 0), ShapeError);
+}
+
 void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
   try {
     f();

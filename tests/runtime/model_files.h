@@ -12,6 +12,12 @@ namespace veloxquant::test {
 
 inline std::string stories_path() { return VELOXQUANT_SHARED_DIR "/models/stories260K.gguf"; }
 
+// Karpathy's documented temperature-0 sample of stories260K after "Once upon a time" (see
+// shared/models/SOURCES.md).
+constexpr const char* kStoriesDocumentedSample =
+    ", there was a little girl named Lily. She loved to play outside in the park. One day, she "
+    "saw a big, red ball. She wanted to play with it, but it was too high";
+
 // A GGUF file's contents in editable form.
 struct GgufContents {
   struct Tensor {

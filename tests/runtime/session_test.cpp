@@ -37,15 +37,10 @@ std::string greedy(const std::string& prompt, size_t n, const std::string& kv = 
   return tok.decode(out, /*strip_leading_space=*/false);
 }
 
-// Karpathy's documented temperature-0 sample for stories260K (see shared/models/SOURCES.md).
-constexpr const char* kDocumented =
-    ", there was a little girl named Lily. She loved to play outside in the park. One day, she "
-    "saw a big, red ball. She wanted to play with it, but it was too high";
-
 TEST(Session, GreedyDecodingReproducesTheDocumentedContinuation) {
   const std::string text = greedy("Once upon a time", 40);
   ASSERT_GE(text.size(), 60u);
-  EXPECT_EQ(text, std::string(kDocumented).substr(0, text.size()));
+  EXPECT_EQ(text, std::string(test::kStoriesDocumentedSample).substr(0, text.size()));
 }
 
 TEST(Session, PrefillAndTokenByTokenDecodeAgree) {

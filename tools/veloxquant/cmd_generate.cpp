@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "run_stats.h"
+#include "veloxquant/generate.h"
 #include "veloxquant/method.h"
 #include "veloxquant/model.h"
 #include "veloxquant/sampler.h"
@@ -108,23 +109,17 @@ void run(const GenerateArgs& a) {
   t0 = std::chrono::steady_clock::now();
   if (!a.save_session.empty()) save_session(session, logits, a.save_session);
   const double save_s = seconds_since(t0);
-  std::vector<int32_t> generated;
   std::string text, pending;
   t0 = std::chrono::steady_clock::now();
-  while (generated.size() < a.tokens) {
-    const int32_t next = sampler.sample(logits);
-    if (!a.ignore_eos && tok.is_end_of_generation(next)) break;
-    generated.push_back(next);
-    sampler.accept(next);
-    pending += tok.token_to_piece(next);
-    const size_t ready = complete_utf8(pending);
-    if (!a.json) fmt::print("{}", pending.substr(0, ready));
-    std::fflush(stdout);
-    text += pending.substr(0, ready);
-    pending.erase(0, ready);
-    if (generated.size() == a.tokens || session.room() == 0) break;
-    logits = session.eval(std::span(&next, 1), Logits::Last);
-  }
+  const std::vector<int32_t> generated = generate(
+      session, sampler, std::move(logits), GenerateOptions{a.tokens, a.ignore_eos}, [&](int32_t next) {
+        pending += tok.token_to_piece(next);
+        const size_t ready = complete_utf8(pending);
+        if (!a.json) fmt::print("{}", pending.substr(0, ready));
+        std::fflush(stdout);
+        text += pending.substr(0, ready);
+        pending.erase(0, ready);
+      });
   text += pending;
   const double gen_s = seconds_since(t0);
   const size_t evaluated = prompt.size() - reused;

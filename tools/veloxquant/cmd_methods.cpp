@@ -58,13 +58,6 @@ double measured_pair_bits(const MethodInfo& m, size_t residual) {
   return 8.0 * static_cast<double>(bytes) / static_cast<double>(2 * 2 * tokens * d);
 }
 
-void print_params(const MethodInfo& m) {
-  size_t width = 0;
-  for (const auto& p : m.params) width = std::max(width, p.name.size());
-  for (const auto& p : m.params) fmt::print("    {:<{}}  {:<24} {}\n", p.name, width, p.describe(), p.help);
-  fmt::print("\n");
-}
-
 }  // namespace
 
 Command add_methods_command(CLI::App& app) {
@@ -87,13 +80,13 @@ Command add_methods_command(CLI::App& app) {
                    "pairs); paired layers attend {} / {}\n", measured_pair_bits(m, c.residual),
                    mode(p.key->view_codec().fused_score()), mode(p.value->view_codec().fused_accumulate()));
       }
-      print_params(m);
+      fmt::print("{}\n", describe_params(m));
     }
     fmt::print("Eviction policies: which tokens a cache keeps, from the attention the real queries pay.\n"
                "Alone they keep tokens in fp16; 'policy:...+quantizer:...' stores them compressed.\n\n");
     for (const auto& m : registered_policies()) {
       fmt::print("{}  [{}]\n    {}\n    paper: {}\n", m.name, m.family, m.summary, m.paper);
-      print_params(m);
+      fmt::print("{}\n", describe_params(m));
     }
   };
 }

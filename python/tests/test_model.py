@@ -1,0 +1,89 @@
+"""veloxquant.Model on the project's vq-hd128: the same numbers as the CLI on the same inputs."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import veloxquant as vq
+
+PROMPT = "The old house on the hill had been empty for years, until"
+
+
+def test_config_and_tokenizer(model):
+    assert model.architecture == "llama"
+    assert (model.head_dim, model.layers) == (128, 8)
+    assert model.heads == 3 * model.kv_heads
+    assert model.vocab == 4096 and model.context_length == 4096
+    assert model.parameter_count > 10_000_000
+    ids = model.tokenize(PROMPT)
+    assert ids[0] != model.tokenize(PROMPT, add_special=False)[0]  # BOS first
+    assert model.detokenize(ids) == PROMPT
+
+
+def test_generate_matches_the_cli(model, model_path, cli):
+    ours = model.generate(PROMPT, 24, temp=0, kv="kivi", seed=3)
+    theirs = cli("generate", "-m", str(model_path), "-p", PROMPT, "-n", "24", "--temp", "0",
+                 "--kv", "kivi", "-s", "3", "-t", "1")
+    assert ours.text == theirs["text"]
+    assert len(ours.tokens) == theirs["generated_tokens"]
+    assert ours.prompt_tokens == theirs["prompt_tokens"]
+    assert ours.kv == theirs["kv"] and ours.seed == 3
+    assert (ours.kv_bytes, ours.kv_fp16_bytes) == (theirs["kv_bytes"], theirs["kv_fp16_bytes"])
+
+
+def test_sampling_is_deterministic_for_a_seed(model):
+    a = model.generate(PROMPT, 16, temp=0.9, seed=11, kv="turboquant_mse:bits=4")
+    b = model.generate(PROMPT, 16, temp=0.9, seed=11, kv="turboquant_mse:bits=4")
+    assert a.tokens == b.tokens and a.text == b.text
+    assert model.generate(PROMPT, 0).tokens == []
+
+
+def test_eval_logits_agree_with_greedy_generation(model):
+    ids = model.tokenize(PROMPT)
+    logits = model.eval(ids, kv="fp16")
+    assert logits.shape == (len(ids), model.vocab) and np.isfinite(logits).all()
+    first = model.generate(PROMPT, 1, temp=0, kv="fp16").tokens[0]
+    assert first == int(np.argmax(logits[-1]))
+    # A compressed cache changes the logits, but only a little on a short prompt.
+    kivi = model.eval(ids, kv="kivi:kbits=4,vbits=4,residual=0")
+    assert not np.array_equal(kivi, logits)
+    assert np.abs(kivi - logits).max() < 0.25 * np.abs(logits).max()
+
+
+def test_perplexity_matches_the_cli(model, model_path, text_file, cli):
+    ours = model.perplexity(text_file.read_text(encoding="utf-8"), ctx=128, chunks=3, kv="kivi")
+    theirs = cli("perplexity", "-m", str(model_path), "-f", str(text_file), "-c", "128",
+                 "--chunks", "3", "--kv", "kivi", "-t", "1")
+    assert ours.perplexity == pytest.approx(theirs["perplexity"], rel=1e-9)
+    assert ours.perplexity_error == pytest.approx(theirs["perplexity_error"], rel=1e-9)
+    for field in ("chunks", "context", "text_tokens", "scored_tokens", "kv_bytes", "kv_fp16_bytes"):
+        assert getattr(ours, field) == theirs[field], field
+
+
+def test_perplexity_of_a_file_and_against_a_baseline(model, text_file, tmp_path):
+    base = tmp_path / "base.kl"
+    fp16 = model.perplexity(Path(text_file), ctx=128, chunks=2, save_kl_base=str(base))
+    assert base.stat().st_size > 0 and not fp16.compared
+    same = model.perplexity(text_file.read_text(encoding="utf-8"), ctx=128, chunks=2)
+    assert same.perplexity == fp16.perplexity
+    # A residual window shorter than the chunk, so that most tokens are read from 2-bit codes.
+    kivi = model.perplexity(Path(text_file), ctx=128, chunks=2, kv="kivi:residual=32", kl_base=str(base))
+    assert kivi.compared and kivi.kl_mean > 0 and 0.5 < kivi.top1_agreement <= 1
+    assert kivi.kv_bytes < fp16.kv_bytes == fp16.kv_fp16_bytes
+
+
+def test_errors_carry_the_librarys_message(model, tmp_path):
+    missing = tmp_path / "missing.gguf"
+    with pytest.raises(vq.Error, match="missing.gguf"):
+        vq.Model(missing)
+    with pytest.raises(vq.Error, match="context of 128 needs at least 256"):
+        model.perplexity("too short", ctx=128)
+    with pytest.raises(vq.Error, match="cannot read the text file"):
+        model.perplexity(tmp_path / "missing.txt")
+    with pytest.raises(vq.SpecError, match="kbits"):
+        model.generate(PROMPT, 4, kv="kivi:kbits=3")
+    with pytest.raises(vq.Error, match="temperature"):
+        model.generate(PROMPT, 4, temp=-1)
+    with pytest.raises(vq.Error):
+        model.eval([model.vocab + 5])
