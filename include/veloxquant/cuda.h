@@ -11,9 +11,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "veloxquant/rope.h"
+
+namespace veloxquant {
+struct LayerShape;  // veloxquant/method.h
+}
 
 namespace veloxquant::cuda {
 
@@ -53,6 +58,15 @@ struct HostStream {
   std::vector<uint8_t> tail;
   size_t tail_tokens = 0;
 };
+
+// The configuration under which a DeviceCache stores what KVCache(spec, shape) stores, byte for
+// byte: fp16, kivi (kbits == vbits) and turboquant_mse (bits == vbits), TurboQuant's rotation
+// signs and codebooks derived from shape.layer and shape.seed as the CPU codecs derive them. Keys
+// are taken as given (rope.dims 0), like KVCache::append(k, v). Defined in the CPU library, so
+// it is there without the CUDA backend. Throws SpecError naming what the backend cannot run
+// (another method, unequal bit widths, an eviction policy).
+CacheConfig device_cache_config(std::string_view spec, const LayerShape& shape, size_t batch,
+                                size_t capacity);
 
 class DeviceCache {
  public:

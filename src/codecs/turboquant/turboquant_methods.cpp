@@ -1,5 +1,4 @@
-// Registry entries of the TurboQuant family. Keys and values of a layer get independent
-// rotations (and sketches): their seeds mix the layer index with a per-stream tag.
+// Registry entries of the TurboQuant family.
 #include <memory>
 #include <string>
 
@@ -16,14 +15,9 @@ using turboquant::TurboQuantMseCodec;
 using turboquant::TurboQuantProdCodec;
 using turboquant::TurboQuantRvqCodec;
 
-constexpr uint64_t kKeyRotation = 1, kValueRotation = 2, kKeySketch = 3;
 constexpr const char* kPaper =
     "Zandieh, Daliri, Hadian, Mirrokni, TurboQuant: Online Vector Quantization with "
     "Near-optimal Distortion Rate, arXiv 2504.19874";
-
-uint64_t stream_seed(const LayerShape& s, uint64_t tag) {
-  return derive_seed(s.seed, {static_cast<uint64_t>(s.layer), tag});
-}
 
 // The rotated-coordinate codebooks need at least a circle to live on.
 void require_dim(const char* method, const LayerShape& s) {
@@ -39,9 +33,13 @@ unsigned param_bits(const Params& p, const char* name) {
 
 std::unique_ptr<Codec> mse_values(const Params& p, const LayerShape& s) {
   return std::make_unique<TurboQuantMseCodec>(s.head_dim, param_bits(p, "vbits"),
-                                              stream_seed(s, kValueRotation));
+                                              turboquant_stream_seed(s, TurboQuantStream::ValueRotation));
 }
 }  // namespace
+
+uint64_t turboquant_stream_seed(const LayerShape& shape, TurboQuantStream stream) {
+  return derive_seed(shape.seed, {static_cast<uint64_t>(shape.layer), static_cast<uint64_t>(stream)});
+}
 
 MethodInfo turboquant_mse_method() {
   MethodInfo m;
@@ -57,7 +55,7 @@ MethodInfo turboquant_mse_method() {
     require_dim("turboquant_mse", s);
     LayerCodecs c;
     c.key = std::make_unique<TurboQuantMseCodec>(s.head_dim, param_bits(p, "bits"),
-                                                 stream_seed(s, kKeyRotation));
+                                                 turboquant_stream_seed(s, TurboQuantStream::KeyRotation));
     c.value = mse_values(p, s);
     return c;
   };
@@ -79,8 +77,8 @@ MethodInfo turboquant_prod_method() {
     require_dim("turboquant_prod", s);
     LayerCodecs c;
     c.key = std::make_unique<TurboQuantProdCodec>(s.head_dim, param_bits(p, "bits"),
-                                                  stream_seed(s, kKeyRotation),
-                                                  stream_seed(s, kKeySketch));
+                                                  turboquant_stream_seed(s, TurboQuantStream::KeyRotation),
+                                                  turboquant_stream_seed(s, TurboQuantStream::KeySketch));
     c.value = mse_values(p, s);
     return c;
   };
@@ -102,9 +100,9 @@ MethodInfo turboquant_rvq_method() {
     require_dim("turboquant_rvq", s);
     LayerCodecs c;
     c.key = std::make_unique<TurboQuantRvqCodec>(s.head_dim, param_bits(p, "bits"),
-                                                 stream_seed(s, kKeyRotation));
+                                                 turboquant_stream_seed(s, TurboQuantStream::KeyRotation));
     c.value = std::make_unique<TurboQuantRvqCodec>(s.head_dim, param_bits(p, "vbits"),
-                                                   stream_seed(s, kValueRotation));
+                                                   turboquant_stream_seed(s, TurboQuantStream::ValueRotation));
     return c;
   };
   return m;

@@ -1,0 +1,101 @@
+// device_cache_config(): the CUDA backend's settings for a spec. The TurboQuant tables are checked
+// against the CPU cache itself: decoding keys with the configured signs and codebook must give
+// what KVCache decodes, so a DeviceCache built from them stores the CPU codec's codes.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/rotation.h"
+#include "expect_error.h"
+#include "test_data.h"
+#include "veloxquant/cache.h"
+#include "veloxquant/cuda.h"
+#include "veloxquant/error.h"
+
+namespace veloxquant {
+namespace {
+
+using cuda::CacheFormat;
+using cuda::device_cache_config;
+
+constexpr size_t kDim = 128;
+const LayerShape kShape{2, kDim, 3, 11, 6};
+
+TEST(DeviceCacheConfig, CopiesShapeAndKiviSettings) {
+  const cuda::CacheConfig c = device_cache_config("kivi:kbits=4,vbits=4,group=64,residual=32", kShape, 5, 1000);
+  EXPECT_EQ(c.format, CacheFormat::Kivi);
+  EXPECT_EQ(c.batch, 5u);
+  EXPECT_EQ(c.kv_heads, 2u);
+  EXPECT_EQ(c.head_dim, kDim);
+  EXPECT_EQ(c.capacity, 1000u);
+  EXPECT_EQ(c.bits, 4u);
+  EXPECT_EQ(c.group, 64u);
+  EXPECT_EQ(c.residual, 32u);
+  EXPECT_EQ(c.rope.dims, 0u);
+  EXPECT_EQ(device_cache_config("fp16", kShape, 1, 8).format, CacheFormat::Fp16);
+}
+
+TEST(DeviceCacheConfig, RefusesWhatTheBackendCannotRun) {
+  EXPECT_CONTAINS(test::error_message<SpecError>([] { device_cache_config("kivi:kbits=2,vbits=4", kShape, 1, 8); }),
+                  "kbits=2 and vbits=4");
+  EXPECT_CONTAINS(test::error_message<SpecError>([] { device_cache_config("turboquant_mse:bits=3", kShape, 1, 8); }),
+                  "bits=3 and vbits=4");
+  EXPECT_CONTAINS(test::error_message<SpecError>([] { device_cache_config("snapkv+kivi", kShape, 1, 8); }),
+                  "snapkv");
+  EXPECT_CONTAINS(test::error_message<SpecError>([] { device_cache_config("palu", kShape, 1, 8); }),
+                  "palu runs on the CPU cache");
+  EXPECT_CONTAINS(test::error_message<SpecError>([] { device_cache_config("kivi:kbits=9", kShape, 1, 8); }),
+                  "kbits");
+}
+
+// The encode and decode of one row with the configured tables, in the CPU codec's order of
+// operations: the cache holds a block's rows in fp16 until it encodes them, then
+// y = H D x / (sqrt(d) |x|), codes by the boundaries, x = |x| D H c / sqrt(d).
+std::vector<float> decode_with_tables(std::vector<float> x, const std::vector<float>& signs,
+                                      const std::vector<float>& centroids,
+                                      const std::vector<float>& boundaries) {
+  for (float& v : x) v = f16_to_f32(f32_to_f16(v));
+  double norm2 = 0;
+  for (float v : x) norm2 += double{v} * v;
+  const float norm = static_cast<float>(std::sqrt(norm2)), inv = 1.0f / norm;
+  std::vector<float> y(x);
+  for (size_t i = 0; i < kDim; ++i) y[i] *= signs[i];
+  fwht(y.data(), kDim);
+  for (float& v : y) {
+    v *= inv;
+    v = norm * centroids[static_cast<size_t>(std::upper_bound(boundaries.begin(), boundaries.end(), v) - boundaries.begin())];
+  }
+  fwht(y.data(), kDim);
+  for (size_t i = 0; i < kDim; ++i) y[i] *= signs[i];
+  return y;
+}
+
+TEST(DeviceCacheConfig, TurboQuantTablesReproduceTheCpuCodec) {
+  for (unsigned bits : {2u, 3u, 4u}) {
+    const std::string spec = "turboquant_mse:bits=" + std::to_string(bits) + ",vbits=" + std::to_string(bits);
+    const cuda::CacheConfig c = device_cache_config(spec, kShape, 1, 64);
+    ASSERT_EQ(c.format, CacheFormat::TurboQuantMse);
+    ASSERT_EQ(c.turboquant.key_centroids.size(), size_t{1} << bits);
+    KVCache cache(spec, kShape);
+    const size_t tokens = 16, n = tokens * kShape.kv_heads * kDim;
+    const std::vector<float> k = test::gaussian(n, 100 + bits), v = test::gaussian(n, 200 + bits);
+    cache.append(TensorView::f32(k.data(), {tokens, kShape.kv_heads, kDim}),
+                 TensorView::f32(v.data(), {tokens, kShape.kv_heads, kDim}));
+    const std::vector<float> cpu_k = cache.decode_keys(), cpu_v = cache.decode_values();
+    const cuda::TurboQuantTables& t = c.turboquant;
+    for (size_t row = 0; row < tokens * kShape.kv_heads; ++row) {
+      const auto slice = [&](const std::vector<float>& a) {
+        return std::vector<float>(a.begin() + row * kDim, a.begin() + (row + 1) * kDim);
+      };
+      EXPECT_LT(test::relative_l2(decode_with_tables(slice(k), t.key_signs, t.key_centroids, t.key_boundaries), slice(cpu_k)), 1e-6)
+          << spec << " key row " << row;
+      EXPECT_LT(test::relative_l2(decode_with_tables(slice(v), t.value_signs, t.value_centroids, t.value_boundaries), slice(cpu_v)), 1e-6)
+          << spec << " value row " << row;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace veloxquant
