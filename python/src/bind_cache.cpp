@@ -65,17 +65,23 @@ void bind_cache(nb::module_& m) {
            "Appends keys and values, [tokens, kv_heads, head_dim] float32 or float16, finite and "
            "|x| <= 65504. Keys are taken as they are (no RoPE applied).")
       .def("attend",
-           [](const KVCache& c, const InArray& q, const std::string& path) {
+           [](KVCache& c, const InArray& q, const std::string& path, bool observe) {
              const TensorView view = view_of(q, "q", 3, true);
              std::vector<float> out(view.numel());
-             c.attend(view, out.data(), attend_path(path));
+             if (observe) {
+               if (path != "auto") throw Error("observe=True attends on the default path; got path='" + path + "'");
+               c.attend_observed(view, out.data());
+             } else {
+               c.attend(view, out.data(), attend_path(path));
+             }
              return float_array(std::move(out), {view.dim(0), view.dim(1), view.dim(2)});
            },
-           nb::arg("q"), nb::arg("path") = "auto",
+           nb::arg("q"), nb::arg("path") = "auto", nb::arg("observe") = false,
            "Attention output [nq, q_heads, head_dim] float32 for queries q of the same shape "
            "(q_heads a multiple of kv_heads). Query i belongs to the last nq cached tokens and "
            "sees tokens [0, tokens - nq + i]. Scale 1/sqrt(head_dim). path: 'auto', 'fused' "
-           "(from the codes), 'decoded' or 'reference'.")
+           "(from the codes), 'decoded' or 'reference'. observe=True hands an eviction policy the "
+           "attention each stored token received, as the runtime does (then call finish_step).")
       .def("finish_step", &KVCache::finish_step,
            "Ends a step: encodes blocks held back for the step's attention (zipcache, "
            "cross-layer pairs), then evicts down to the budget when the spec has a policy.")

@@ -60,4 +60,9 @@ NB_MODULE(_veloxquant, m) {
   veloxquant::python::bind_codec(m);
   veloxquant::python::bind_cache(m);
   veloxquant::python::bind_model(m);
+#ifdef VELOXQUANT_PYTHON_CUDA
+  veloxquant::python::bind_cuda(m);
+#else
+  m.attr("cuda_available") = false;
+#endif
 }

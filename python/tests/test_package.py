@@ -14,6 +14,7 @@ def test_stubs_are_installed_and_cover_the_module():
     assert (package / "py.typed").is_file()
     stub = ast.parse((package / "_veloxquant.pyi").read_text())
     stubbed = {node.name for node in stub.body if isinstance(node, (ast.ClassDef, ast.FunctionDef))}
+    stubbed |= {node.target.id for node in stub.body if isinstance(node, ast.AnnAssign)}
     defined = {name for name in dir(_veloxquant) if not name.startswith("_")}
     exceptions = {"Error", "SpecError", "ShapeError"}  # stubgen imports these from the package
     assert stubbed == defined - exceptions

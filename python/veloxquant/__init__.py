@@ -2,6 +2,8 @@
 
 Everything is defined by the extension module `_veloxquant` (python/src/); this package re-exports
 it. Specs name methods as the CLI does: `veloxquant.methods()` lists them with their parameters.
+`veloxquant.hf` (imported on its own: it needs torch and transformers) plugs the caches into
+Hugging Face transformers.
 """
 
 from ._veloxquant import (
@@ -16,9 +18,11 @@ from ._veloxquant import (
     ShapeError,
     SpecError,
     canonical_spec,
+    cuda_available,
     methods,
     set_threads,
 )
+
 
 __all__ = [
     "Cache",
@@ -32,6 +36,13 @@ __all__ = [
     "ShapeError",
     "SpecError",
     "canonical_spec",
+    "cuda_available",
     "methods",
     "set_threads",
 ]
+
+# The CUDA backend's cache, in a package built with VELOXQUANT_CUDA=ON (cuda_available).
+if cuda_available:
+    from ._veloxquant import DeviceCache  # noqa: F401
+
+    __all__.append("DeviceCache")
