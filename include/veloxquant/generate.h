@@ -5,6 +5,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "veloxquant/model.h"
@@ -25,5 +28,32 @@ struct GenerateOptions {
 std::vector<int32_t> generate(Session& session, Sampler& sampler, std::vector<float> logits,
                               const GenerateOptions& options,
                               const std::function<void(int32_t)>& on_token = {});
+
+// Where a generation starts (the CLI's `generate` and Model.generate): a fresh session, or one
+// restored from a session file that the prompt continues.
+struct PromptOptions {
+  std::optional<std::string> kv;  // the cache's spec; unset: the loaded file's, else fp16
+  size_t context = 0;             // tokens (0: the model's)
+  std::string load_session;       // a session file to restore first ("": none)
+};
+
+struct PromptSession {
+  Session session;
+  std::vector<int32_t> prompt;  // the prompt's tokens, BOS first
+  size_t reused = 0;            // of them, those restored from the session file
+  bool continued_as_saved = false;  // the prompt was empty: continue the file's tokens as saved
+  std::vector<float> logits;    // after the prompt's last token, once evaluate_prompt() ran
+  double load_seconds = 0;
+};
+
+// Builds the session and tokenizes `prompt` (BOS added). With options.load_session the file is
+// restored first and the prompt must start with all of its tokens (a cache cannot drop tokens);
+// an empty prompt continues the file's tokens as saved. Throws Error naming the file and the
+// first differing token otherwise, or when the prompt encodes to no tokens.
+PromptSession open_prompt(const Model& model, std::string_view prompt, const PromptOptions& options);
+
+// Evaluates the prompt's tokens after those restored and sets `logits`. With a save_path, then
+// saves the session there (session_file.h); returns the seconds the save took.
+double evaluate_prompt(PromptSession& p, const std::string& save_path = "");
 
 }  // namespace veloxquant

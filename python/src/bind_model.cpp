@@ -30,6 +30,7 @@ struct Generation {
   std::string text;  // the generated tokens' pieces, concatenated (may end mid-character)
   std::vector<int32_t> tokens;
   size_t prompt_tokens = 0;
+  size_t reused_tokens = 0;  // of the prompt's, restored from load_session
   std::string kv;
   uint64_t seed = 0;
   size_t kv_bytes = 0, kv_fp16_bytes = 0;
@@ -51,23 +52,22 @@ std::string read_file(const std::filesystem::path& path) {
 
 Generation generate_text(const Model& model, const std::string& prompt, size_t n,
                          SamplerOptions sampling, std::optional<uint64_t> seed,
-                         const std::string& kv, size_t context, bool ignore_eos) {
+                         const std::optional<std::string>& kv, size_t context, bool ignore_eos,
+                         const std::string& load_session, const std::string& save_session) {
   sampling.seed = seed ? *seed : std::random_device{}();
   Sampler sampler(sampling);
-  Session session(model, SessionOptions{kv, context});
-  const Tokenizer& tok = model.tokenizer();
-  const std::vector<int32_t> prompt_ids = tok.encode(prompt, /*add_special=*/true);
-  if (prompt_ids.empty()) throw Error("the prompt encodes to no tokens and the model has no BOS token");
-  for (int32_t t : prompt_ids) sampler.accept(t);
-  std::vector<float> logits = session.eval(prompt_ids, Logits::Last);
+  PromptSession p = open_prompt(model, prompt, PromptOptions{kv, context, load_session});
+  for (int32_t t : p.prompt) sampler.accept(t);
+  evaluate_prompt(p, save_session);
   Generation g;
-  g.tokens = generate(session, sampler, std::move(logits), GenerateOptions{n, ignore_eos});
-  g.text = tok.decode(g.tokens, /*strip_leading_space=*/false);
-  g.prompt_tokens = prompt_ids.size();
-  g.kv = session.caches().front().spec().to_string();
+  g.tokens = generate(p.session, sampler, std::move(p.logits), GenerateOptions{n, ignore_eos});
+  g.text = model.tokenizer().decode(g.tokens, /*strip_leading_space=*/false);
+  g.prompt_tokens = p.prompt.size();
+  g.reused_tokens = p.reused;
+  g.kv = p.session.caches().front().spec().to_string();
   g.seed = sampling.seed;
-  g.kv_bytes = session.kv_bytes();
-  g.kv_fp16_bytes = session.kv_fp16_bytes();
+  g.kv_bytes = p.session.kv_bytes();
+  g.kv_fp16_bytes = p.session.kv_fp16_bytes();
   return g;
 }
 
@@ -92,6 +92,8 @@ void bind_model(nb::module_& m) {
                    "the generated text (invalid UTF-8 replaced by U+FFFD)")
       .def_ro("tokens", &Generation::tokens, "the generated token ids")
       .def_ro("prompt_tokens", &Generation::prompt_tokens, "tokens of the prompt, BOS included")
+      .def_ro("reused_tokens", &Generation::reused_tokens,
+              "of the prompt's tokens, those restored from load_session (not evaluated)")
       .def_ro("kv", &Generation::kv, "the cache's canonical spec")
       .def_ro("seed", &Generation::seed, "the sampling seed (drawn at random when none was given)")
       .def_ro("kv_bytes", &Generation::kv_bytes, "exact bytes all layers' caches store at the end")
@@ -159,21 +161,27 @@ void bind_model(nb::module_& m) {
       .def("generate",
            [](const Model& model, const std::string& prompt, size_t n, float temp, int top_k,
               float top_p, float repeat_penalty, size_t repeat_last_n, std::optional<uint64_t> seed,
-              const std::string& kv, size_t context, bool ignore_eos) {
+              const std::optional<std::string>& kv, size_t context, bool ignore_eos,
+              const std::string& load_session, const std::string& save_session) {
              nb::gil_scoped_release unlocked;
              return generate_text(model, prompt, n,
                                   SamplerOptions{temp, top_k, top_p, repeat_penalty, repeat_last_n, 0},
-                                  seed, kv, context, ignore_eos);
+                                  seed, kv, context, ignore_eos, load_session, save_session);
            },
            nb::arg("prompt"), nb::arg("n") = 128, nb::kw_only(), nb::arg("temp") = defaults.temperature,
            nb::arg("top_k") = defaults.top_k, nb::arg("top_p") = defaults.top_p,
            nb::arg("repeat_penalty") = defaults.repeat_penalty,
            nb::arg("repeat_last_n") = defaults.repeat_last_n, nb::arg("seed") = nb::none(),
-           nb::arg("kv") = "fp16", nb::arg("ctx") = 0, nb::arg("ignore_eos") = false,
+           nb::arg("kv") = nb::none(), nb::arg("ctx") = 0, nb::arg("ignore_eos") = false,
+           nb::arg("load_session") = "", nb::arg("save_session") = "",
            "Continues prompt (BOS added) by at most n tokens, as `veloxquant generate` does: "
            "temp (0: greedy), top_k (0: all), top_p, repeat_penalty (1: off) and repeat_last_n "
-           "choose tokens; seed (None: random, reported); kv: the KV-cache spec; ctx: context in "
-           "tokens (0: the model's); ignore_eos: keep going past end-of-text tokens.")
+           "choose tokens; seed (None: random, reported); kv: the KV-cache spec (None: the "
+           "loaded session's, else fp16); ctx: context in tokens (0: the model's); ignore_eos: "
+           "keep going past end-of-text tokens. load_session: a session file to restore first; "
+           "the prompt must start with its tokens and only the rest is evaluated (an empty prompt "
+           "continues it as saved). save_session: where to save the session once the prompt is "
+           "evaluated (before generating).")
       .def("perplexity",
            [](const Model& model, const std::string& text, size_t context, size_t chunks,
               const std::string& kv, const std::string& save_kl_base, const std::string& kl_base) {

@@ -87,3 +87,26 @@ def test_errors_carry_the_librarys_message(model, tmp_path):
         model.generate(PROMPT, 4, temp=-1)
     with pytest.raises(vq.Error):
         model.eval([model.vocab + 5])
+
+
+def test_a_saved_session_is_continued_without_evaluating_its_tokens_again(model, tmp_path):
+    path = tmp_path / "prompt.vqs"
+    first = model.generate(PROMPT, 0, kv="kivi", save_session=str(path))
+    assert path.is_file() and first.reused_tokens == 0
+    longer = PROMPT + " the rain came"
+    fresh = model.generate(longer, 12, temp=0, kv="kivi")
+    resumed = model.generate(longer, 12, temp=0, load_session=str(path))
+    assert resumed.reused_tokens == first.prompt_tokens
+    assert resumed.kv == fresh.kv  # the file's spec when kv is not given
+    assert resumed.tokens == fresh.tokens
+    as_saved = model.generate("", 12, temp=0, load_session=str(path))
+    assert as_saved.tokens == model.generate(PROMPT, 12, temp=0, kv="kivi").tokens
+
+
+def test_a_prompt_that_does_not_continue_the_session_is_refused(model, tmp_path):
+    path = tmp_path / "prompt.vqs"
+    model.generate(PROMPT, 0, save_session=str(path))
+    with pytest.raises(vq.Error, match="does not continue session file"):
+        model.generate("Something else entirely", 4, load_session=str(path))
+    with pytest.raises(vq.Error, match="nosuch.vqs"):
+        model.generate(PROMPT, 4, load_session=str(tmp_path / "nosuch.vqs"))

@@ -16,8 +16,6 @@
 #include <string>
 #include <vector>
 
-#include "core/lloyd_max.h"
-#include "core/rng.h"
 #include "cuda/common/check.cuh"
 #include "veloxquant/cache.h"
 #include "veloxquant/cuda.h"
@@ -29,15 +27,12 @@ namespace vc = veloxquant::cuda;
 namespace {
 
 struct Case {
-  std::string name, spec;
-  vc::CacheFormat format;
-  unsigned bits;
+  std::string name, spec;   // the GPU's configuration comes from the spec (device_cache_config)
   size_t dim, group_heads;  // head_dim, query heads per KV head
   double bound;             // on the normalized attention error against the CPU reference
-  size_t kivi_group = 32;   // KIVI: tokens per key block, channels per value scale
 };
 
-constexpr size_t kBatch = 2, kKvHeads = 2, kPrefill = 300, kSteps = 41, kResidual = 64;
+constexpr size_t kBatch = 2, kKvHeads = 2, kPrefill = 300, kSteps = 41;
 constexpr int kLayer = 3;
 constexpr uint64_t kSeed = 42;
 
@@ -54,20 +49,6 @@ vq::RopeParams llama_rope(size_t dim) {
   r.dims = static_cast<uint32_t>(dim);
   r.freq_base = 10000.0f;
   return r;
-}
-
-vc::TurboQuantTables turboquant_tables(size_t dim, unsigned bits) {
-  // What turboquant_methods.cpp derives for the layer: seeds (layer, 1) keys and (layer, 2) values.
-  vc::TurboQuantTables t;
-  for (uint64_t tag : {1, 2}) {
-    vq::Rng rng(vq::derive_seed(kSeed, {static_cast<uint64_t>(kLayer), tag}));
-    auto& signs = tag == 1 ? t.key_signs : t.value_signs;
-    for (size_t i = 0; i < dim; ++i) signs.push_back(rng.sign());
-  }
-  const vq::ScalarCodebook cb = vq::lloyd_max_sphere_coordinate(bits, dim);
-  t.key_centroids = t.value_centroids = cb.centroids;
-  t.key_boundaries = t.value_boundaries = cb.boundaries;
-  return t;
 }
 
 size_t differing(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
@@ -166,16 +147,12 @@ void compare_attention(const Case& k, vc::DeviceCache& gpu, std::vector<vq::KVCa
 
 Result run_case(const Case& k, std::mt19937& gen) {
   const size_t d = k.dim, total = kPrefill + kSteps;
-  vc::CacheConfig config;
-  config.format = k.format;
-  config.batch = kBatch, config.kv_heads = kKvHeads, config.head_dim = d, config.capacity = total;
-  config.bits = k.bits, config.group = k.kivi_group;
-  config.residual = k.format == vc::CacheFormat::Kivi ? kResidual : 0;
-  config.rope = llama_rope(d);
-  if (k.format == vc::CacheFormat::TurboQuantMse) config.turboquant = turboquant_tables(d, k.bits);
+  const vq::LayerShape shape{kKvHeads, d, kLayer, kSeed};
+  vc::CacheConfig config = vc::device_cache_config(k.spec, shape, kBatch, total);
+  config.rope = llama_rope(d);  // the runtime's append: the GPU rotates keys as the CPU cache does
   vc::DeviceCache gpu(config);
   std::vector<vq::KVCache> cpu;
-  for (size_t b = 0; b < kBatch; ++b) cpu.emplace_back(k.spec, vq::LayerShape{kKvHeads, d, kLayer, kSeed});
+  for (size_t b = 0; b < kBatch; ++b) cpu.emplace_back(k.spec, shape);
 
   Result r;
   size_t at = 0;
@@ -208,7 +185,7 @@ Result run_case(const Case& k, std::mt19937& gen) {
       const vq::CacheStream& cv = cpu[b].value_streams()[h];
       r.code_bytes += ck.codes.size() + cv.codes.size();
       r.code_diff += differing(gk.codes, ck.codes) + differing(gv.codes, cv.codes);
-      if (k.format == vc::CacheFormat::Fp16 && b + h == 0) report_first_difference(gk.codes, ck.codes, d, b, h);
+      if (config.format == vc::CacheFormat::Fp16 && b + h == 0) report_first_difference(gk.codes, ck.codes, d, b, h);
       r.code_diff += (gk.encoded != ck.encoded) + (gv.encoded != cv.encoded);
       r.tail_diff += differing(gk.tail, ck.tail) + differing(gv.tail, cv.tail);
     }
@@ -229,20 +206,20 @@ int main() {
   // TurboQuant the rotated query and the codebook levels, are rounded to fp16's 11 significant
   // bits (about 2.4e-4 relative on average), hence 1e-3 (a 2-bit cache's own error is about 0.3).
   const std::vector<Case> cases = {
-      {"fp16 d128", "fp16", vc::CacheFormat::Fp16, 16, 128, 4, 1e-3},
-      {"fp16 d64 g8", "fp16", vc::CacheFormat::Fp16, 16, 64, 8, 1e-3},
-      {"kivi2 d128", "kivi:kbits=2,vbits=2,group=32,residual=64", vc::CacheFormat::Kivi, 2, 128, 4, 1e-3},
-      {"kivi4 d128", "kivi:kbits=4,vbits=4,group=32,residual=64", vc::CacheFormat::Kivi, 4, 128, 4, 1e-3},
-      {"kivi2 d128 G128", "kivi:kbits=2,vbits=2,group=128,residual=64", vc::CacheFormat::Kivi, 2, 128, 4, 1e-3, 128},
-      {"kivi4 d128 G64 g8", "kivi:kbits=4,vbits=4,group=64,residual=64", vc::CacheFormat::Kivi, 4, 128, 8, 1e-3, 64},
-      {"kivi2 d64 g8", "kivi:kbits=2,vbits=2,group=32,residual=64", vc::CacheFormat::Kivi, 2, 64, 8, 1e-3},
-      {"kivi4 d64 g1", "kivi:kbits=4,vbits=4,group=32,residual=64", vc::CacheFormat::Kivi, 4, 64, 1, 1e-3},
-      {"kivi2 d64 G64 g2", "kivi:kbits=2,vbits=2,group=64,residual=64", vc::CacheFormat::Kivi, 2, 64, 2, 1e-3, 64},
-      {"tq_mse2 d128", "turboquant_mse:bits=2,vbits=2", vc::CacheFormat::TurboQuantMse, 2, 128, 4, 1e-3},
-      {"tq_mse3 d128", "turboquant_mse:bits=3,vbits=3", vc::CacheFormat::TurboQuantMse, 3, 128, 4, 1e-3},
-      {"tq_mse4 d128", "turboquant_mse:bits=4,vbits=4", vc::CacheFormat::TurboQuantMse, 4, 128, 4, 1e-3},
-      {"tq_mse3 d64 g8", "turboquant_mse:bits=3,vbits=3", vc::CacheFormat::TurboQuantMse, 3, 64, 8, 1e-3},
-      {"tq_mse2 d64 g2", "turboquant_mse:bits=2,vbits=2", vc::CacheFormat::TurboQuantMse, 2, 64, 2, 1e-3},
+      {"fp16 d128", "fp16", 128, 4, 1e-3},
+      {"fp16 d64 g8", "fp16", 64, 8, 1e-3},
+      {"kivi2 d128", "kivi:kbits=2,vbits=2,group=32,residual=64", 128, 4, 1e-3},
+      {"kivi4 d128", "kivi:kbits=4,vbits=4,group=32,residual=64", 128, 4, 1e-3},
+      {"kivi2 d128 G128", "kivi:kbits=2,vbits=2,group=128,residual=64", 128, 4, 1e-3},
+      {"kivi4 d128 G64 g8", "kivi:kbits=4,vbits=4,group=64,residual=64", 128, 8, 1e-3},
+      {"kivi2 d64 g8", "kivi:kbits=2,vbits=2,group=32,residual=64", 64, 8, 1e-3},
+      {"kivi4 d64 g1", "kivi:kbits=4,vbits=4,group=32,residual=64", 64, 1, 1e-3},
+      {"kivi2 d64 G64 g2", "kivi:kbits=2,vbits=2,group=64,residual=64", 64, 2, 1e-3},
+      {"tq_mse2 d128", "turboquant_mse:bits=2,vbits=2", 128, 4, 1e-3},
+      {"tq_mse3 d128", "turboquant_mse:bits=3,vbits=3", 128, 4, 1e-3},
+      {"tq_mse4 d128", "turboquant_mse:bits=4,vbits=4", 128, 4, 1e-3},
+      {"tq_mse3 d64 g8", "turboquant_mse:bits=3,vbits=3", 64, 8, 1e-3},
+      {"tq_mse2 d64 g2", "turboquant_mse:bits=2,vbits=2", 64, 2, 1e-3},
   };
   std::mt19937 gen(20261130);
   bool ok = true;

@@ -74,8 +74,8 @@ TEST(CliSession, LoadErrorsAreOneLineNamingTheFileAndWhatDiffers) {
                             "expected the prompt to start with the session's 5 tokens\n");
   expect_one_line_error(generate("-p 'Once upon' --load-session '" + file + "'"),
                         "veloxquant: error: the prompt has 3 tokens, fewer than the 5 of session file '" +
-                            file + "'; expected it to start with all of them (omit -p to continue the "
-                            "session as saved)\n");
+                            file + "'; expected it to start with all of them (an empty prompt, or none: no "
+                            "-p, continues the session as saved)\n");
   expect_one_line_error(generate("--ctx 4 --load-session '" + file + "'"),
                         "veloxquant: error: session file '" + file + "': the session holds 5 tokens; "
                         "expected at most the context's 4\n");

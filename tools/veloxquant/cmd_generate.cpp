@@ -14,7 +14,6 @@
 #include "veloxquant/method.h"
 #include "veloxquant/model.h"
 #include "veloxquant/sampler.h"
-#include "veloxquant/session_file.h"
 
 namespace veloxquant::cli {
 namespace {
@@ -45,70 +44,29 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-// --load-session restores the file into `session` and returns the logits after its last token;
-// refusals name the file.
-std::vector<float> restore_from(Session& session, SessionFile file, const std::string& path) {
-  try {
-    return restore_session(session, std::move(file));
-  } catch (const Error& e) {
-    throw Error(fmt::format("session file '{}': {}", path, e.what()));
-  }
-}
-
-// The rule of --load-session: the prompt's tokens must start with all of the session's tokens,
-// and only the tokens after them are evaluated (a cache cannot drop tokens, so a prompt that
-// diverges cannot reuse any of it).
-void check_continues(std::span<const int32_t> prompt, std::span<const int32_t> saved,
-                     const Tokenizer& tok, const std::string& path) {
-  for (size_t i = 0; i < std::min(prompt.size(), saved.size()); ++i) {
-    if (prompt[i] == saved[i]) continue;
-    throw Error(fmt::format("the prompt does not continue session file '{}': its token {} is {} "
-                            "('{}') where the session has {} ('{}'); expected the prompt to start "
-                            "with the session's {} tokens", path, i, prompt[i],
-                            tok.token_to_piece(prompt[i]), saved[i], tok.token_to_piece(saved[i]),
-                            saved.size()));
-  }
-  if (prompt.size() < saved.size()) {
-    throw Error(fmt::format("the prompt has {} tokens, fewer than the {} of session file '{}'; "
-                            "expected it to start with all of them (omit -p to continue the "
-                            "session as saved)", prompt.size(), saved.size(), path));
-  }
-}
-
 void run(const GenerateArgs& a) {
   omp_set_num_threads(a.threads);
   SamplerOptions sampling = a.sampling;
   if (!a.seed_given) sampling.seed = std::random_device{}();
   const Model model = Model::load(a.model);
-  auto t0 = std::chrono::steady_clock::now();
-  std::optional<SessionFile> saved;
-  if (!a.load_session.empty()) saved = read_session_file(a.load_session);
-  Session session(model, SessionOptions{saved && !a.kv_given ? saved->kv_spec : a.kv, a.context});
+  PromptSession p = open_prompt(model, a.prompt, PromptOptions{a.kv_given ? std::optional(a.kv) : std::nullopt,
+                                                               a.context, a.load_session});
+  Session& session = p.session;
   const std::string kv = session.caches().front().spec().to_string();
-  std::vector<float> logits;
-  if (saved) logits = restore_from(session, std::move(*saved), a.load_session);
-  const double load_s = seconds_since(t0);
-  const size_t reused = session.position();
+  const std::vector<int32_t>& prompt = p.prompt;
+  const size_t reused = p.reused;
   Sampler sampler(sampling);
   const Tokenizer& tok = model.tokenizer();
-  const bool continue_as_saved = reused > 0 && a.prompt.empty();
-  const std::vector<int32_t> prompt =
-      continue_as_saved ? std::vector<int32_t>(session.tokens().begin(), session.tokens().end())
-                        : tok.encode(a.prompt, /*add_bos=*/true);
-  if (prompt.empty()) throw Error("the prompt encodes to no tokens and the model has no BOS token");
-  check_continues(prompt, session.tokens(), tok, a.load_session);
   for (int32_t t : prompt) sampler.accept(t);
 
   if (!a.json) {
-    fmt::print("{}", continue_as_saved ? tok.decode(prompt) : a.prompt);
+    fmt::print("{}", p.continued_as_saved ? tok.decode(prompt) : a.prompt);
     std::fflush(stdout);
   }
-  t0 = std::chrono::steady_clock::now();
-  if (prompt.size() > reused) logits = session.eval(std::span(prompt).subspan(reused), Logits::Last);
-  const double prompt_s = seconds_since(t0);
-  t0 = std::chrono::steady_clock::now();
-  if (!a.save_session.empty()) save_session(session, logits, a.save_session);
-  const double save_s = seconds_since(t0);
+  auto t0 = std::chrono::steady_clock::now();
+  const double save_s = evaluate_prompt(p, a.save_session);
+  const double prompt_s = seconds_since(t0) - save_s;
+  std::vector<float> logits = std::move(p.logits);
   std::string text, pending;
   t0 = std::chrono::steady_clock::now();
   const std::vector<int32_t> generated = generate(
@@ -148,7 +106,7 @@ void run(const GenerateArgs& a) {
   fmt::print("{}\n", pending);
   if (!a.load_session.empty()) {
     fmt::print(stderr, "\nsession:   {} tokens restored from {} in {:.1f} ms", reused,
-               a.load_session, load_s * 1e3);
+               a.load_session, p.load_seconds * 1e3);
   }
   fmt::print(stderr, "\nprompt:    {} tokens in {:.1f} ms ({:.1f} tokens/s)\n", evaluated,
              prompt_s * 1e3, prompt_tps);
