@@ -10,6 +10,7 @@
 #include "codecs/palu/method.h"
 #include "codecs/polar/method.h"
 #include "codecs/qjl/method.h"
+#include "codecs/rabitq/method.h"
 #include "codecs/svdq/method.h"
 #include "codecs/turboquant/method.h"
 #include "codecs/xquant/method.h"
@@ -38,6 +39,7 @@ const std::vector<MethodInfo>& registered_methods() {
       svdq_method(),
       minicache_method(),
       xquant_method(),
+      rabitq_method(),
   };
   return all;
 }

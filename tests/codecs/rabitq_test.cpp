@@ -1,0 +1,165 @@
+// RaBitQ keys: the paper's properties (an unbiased inner-product estimator within its error
+// bound), the IVF's effect, the record layout and the refusal of corrupt codes.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "codec_test_helpers.h"
+#include "codecs/rabitq/rabitq_key_codec.h"
+#include "test_data.h"
+
+namespace veloxquant {
+namespace {
+
+using rabitq::RabitqKeyCodec;
+
+double dot(const float* a, const float* b, size_t d) {
+  double s = 0;
+  for (size_t c = 0; c < d; ++c) s += static_cast<double>(a[c]) * b[c];
+  return s;
+}
+
+double norm(const float* a, size_t d) { return std::sqrt(dot(a, a, d)); }
+
+std::vector<float> scores_of(const Codec& codec, const std::vector<float>& q, size_t nq,
+                             const std::vector<float>& k, size_t n) {
+  std::vector<uint8_t> codes(codec.code_bytes(n));
+  codec.encode(k.data(), n, codes.data());
+  std::vector<float> s(nq * n);
+  codec.score(q.data(), nq, codes.data(), n, s.data());
+  return s;
+}
+
+TEST(Rabitq, RecordsHoldAScaleTheSignBitsAndTheCluster) {
+  const RabitqKeyCodec codec(128, 16, 1, 2);
+  EXPECT_EQ(codec.code_bytes(10), 10u * (4 + 16 + 1));
+  EXPECT_EQ(codec.stream_state_bytes(), 16u * 128 * 2);
+  const std::vector<float> k = test::gaussian(128, 3);
+  EXPECT_THROW(test::round_trip(codec, k, 1), Error);  // the prototype has no centroids
+}
+
+// E[<o_bar, q> / <o_bar, o>] = <o, q> over the random rotation (RaBitQ, Theorem 3.2): the mean
+// of the estimate over independent rotations converges to the true product.
+TEST(Rabitq, TheInnerProductEstimateIsUnbiasedOverRotations) {
+  const size_t d = 64, seeds = 2000;
+  const std::vector<float> k = test::gaussian(d, 10), q = test::gaussian(d, 11);
+  const std::vector<float> fit(d, 0.0f);  // one centroid at the origin: the residual is k itself
+  const double truth = dot(q.data(), k.data(), d);
+  double sum = 0, sum2 = 0;
+  for (uint64_t seed = 0; seed < seeds; ++seed) {
+    const auto codec = codec_for_stream(RabitqKeyCodec(d, 1, seed, 0), fit.data(), 1);
+    const double est = scores_of(*codec, q, 1, k, 1)[0];
+    sum += est, sum2 += est * est;
+  }
+  const double mean = sum / seeds, sd = std::sqrt(sum2 / seeds - mean * mean);
+  EXPECT_GT(sd, 0.05 * std::fabs(truth));  // a 1-bit estimate does vary with the rotation
+  EXPECT_LT(std::fabs(mean - truth), 4 * sd / std::sqrt(static_cast<double>(seeds)))
+      << "mean " << mean << " truth " << truth << " sd " << sd;
+}
+
+// |<o_bar, q>/<o_bar, o> - <o, q>| <= sqrt((1 - <o_bar, o>^2) / <o_bar, o>^2) eps0 / sqrt(D - 1)
+// for unit o and q (RaBitQ, Theorem 3.2). The error is <o_bar, e> sqrt(1 - <o, q>^2) / <o_bar, o>
+// for a unit e orthogonal to o, and <o_bar, e> is a coordinate of a random point on a sphere of
+// radius sqrt(1 - <o_bar, o>^2) in D - 1 dimensions, close to normal: the bound fails with
+// probability at most P(|N(0, 1)| > eps0), 5.7 % at the paper's eps0 = 1.9 and 0.27 % at 3.
+TEST(Rabitq, EstimatesStayWithinThePapersErrorBound) {
+  const size_t d = 128, n = 1000, nq = 20;
+  const std::vector<float> keys = test::gaussian(n * d, 20), queries = test::gaussian(nq * d, 21);
+  const auto codec = codec_for_stream(RabitqKeyCodec(d, 1, 5, 6), keys.data(), n);
+  const auto& rq = static_cast<const RabitqKeyCodec&>(*codec);
+  const std::vector<float>& c = rq.centroids();
+  const std::vector<float> scores = scores_of(*codec, queries, nq, keys, n);
+  const std::vector<float> decoded = test::round_trip(*codec, keys, n);
+  // errors in units of the bound at eps0 = 1
+  std::vector<double> errors;
+  for (size_t t = 0; t < n; ++t) {
+    std::vector<float> r(d), r_bar(d);
+    for (size_t i = 0; i < d; ++i) r[i] = keys[t * d + i] - c[i], r_bar[i] = decoded[t * d + i] - c[i];
+    const double r_norm = norm(r.data(), d), s = norm(r_bar.data(), d);  // decoded - c = s o_bar
+    const double ip = r_norm / s;                                          // <o_bar, o>
+    EXPECT_GT(ip, 0.7);  // about sqrt(2 / pi) = 0.80 in high dimension
+    const double unit_bound = std::sqrt((1 - ip * ip) / (ip * ip)) / std::sqrt(d - 1.0);
+    for (size_t i = 0; i < nq; ++i) {
+      const float* q = queries.data() + i * d;
+      const double qn = norm(q, d);
+      const double truth = (dot(q, keys.data() + t * d, d) - dot(q, c.data(), d)) / (qn * r_norm);
+      const double est = (scores[i * n + t] - dot(q, c.data(), d)) / (qn * r_norm);
+      errors.push_back(std::fabs(est - truth) / unit_bound);
+    }
+  }
+  for (const auto& [eps0, tail] : {std::pair{1.9, 0.0574}, std::pair{3.0, 0.0027}}) {
+    const double failures = static_cast<double>(std::count_if(errors.begin(), errors.end(),
+                                                              [&](double e) { return e > eps0; }));
+    const double rate = failures / static_cast<double>(errors.size());
+    const double se = std::sqrt(tail * (1 - tail) / static_cast<double>(errors.size()));
+    EXPECT_LE(rate, tail + 3 * se) << "eps0 " << eps0;
+  }
+}
+
+TEST(Rabitq, FusedScoresEqualTheDecodedKeysProducts) {
+  const size_t d = 80, n = 300, nq = 3;  // not a power of two: a dense random rotation
+  const std::vector<float> keys = test::gaussian(n * d, 30), queries = test::gaussian(nq * d, 31);
+  const auto codec = codec_for_stream(RabitqKeyCodec(d, 8, 7, 8), keys.data(), n);
+  const std::vector<float> fused = scores_of(*codec, queries, nq, keys, n);
+  const std::vector<float> decoded = test::round_trip(*codec, keys, n);
+  for (size_t i = 0; i < nq; ++i)
+    for (size_t t = 0; t < n; ++t)
+      EXPECT_NEAR(fused[i * n + t], dot(queries.data() + i * d, decoded.data() + t * d, d), 2e-3)
+          << "query " << i << " token " << t;
+}
+
+// Keys drawn around a few distant centres: an IVF with a centroid per centre leaves residuals,
+// and errors, a fraction of what a single centroid leaves.
+TEST(Rabitq, MoreClustersShrinkTheErrorOnClusteredKeys) {
+  const size_t d = 64, n = 800, centres = 8;
+  const std::vector<float> centre = test::gaussian(centres * d, 40, 4.0), noise = test::gaussian(n * d, 41);
+  std::vector<float> keys(n * d);
+  for (size_t t = 0; t < n; ++t)
+    for (size_t c = 0; c < d; ++c) keys[t * d + c] = centre[(t % centres) * d + c] + noise[t * d + c];
+  const auto error = [&](size_t nlist) {
+    return test::sq_error(keys, test::round_trip(*codec_for_stream(RabitqKeyCodec(d, nlist, 1, 2), keys.data(), n), keys, n));
+  };
+  EXPECT_LT(error(8), 0.2 * error(1));
+}
+
+TEST(Rabitq, CorruptClustersAndScalesAreRefused) {
+  const size_t d = 32, n = 4;
+  const std::vector<float> keys = test::gaussian(n * d, 50);
+  const auto codec = codec_for_stream(RabitqKeyCodec(d, 4, 1, 2), keys.data(), n);
+  std::vector<uint8_t> codes(codec->code_bytes(n));
+  codec->encode(keys.data(), n, codes.data());
+  EXPECT_NO_THROW(codec->check_codes(codes.data(), n));
+  const size_t stride = codec->code_bytes(1);
+  std::vector<uint8_t> bad = codes;
+  bad[2 * stride + stride - 1] = 4;
+  EXPECT_CONTAINS(test::error_message<Error>([&] { codec->check_codes(bad.data(), n); }),
+                  "token 2 names cluster 4");
+  bad = codes;
+  const float negative = -1.0f;
+  std::memcpy(bad.data() + stride, &negative, 4);
+  EXPECT_CONTAINS(test::error_message<Error>([&] { codec->check_codes(bad.data(), n); }), "token 1 stores scale -1");
+}
+
+TEST(Rabitq, DamagedCentroidStatesAreRefused) {
+  const RabitqKeyCodec proto(16, 2, 1, 2);
+  EXPECT_CONTAINS(test::error_message<Error>([&] { (void)proto.with_states({std::vector<uint8_t>(10)}, 0); }),
+                  "take 10 bytes; expected 64");
+  std::vector<uint8_t> state(64, 0);
+  state[6] = 0x00, state[7] = 0x7c;  // +inf
+  EXPECT_CONTAINS(test::error_message<Error>([&] { (void)proto.with_states({state}, 0); }), "finite");
+  EXPECT_THROW(codec_for_stream(proto, nullptr, 0), ShapeError);
+}
+
+TEST(Rabitq, SpecParametersAreChecked) {
+  test::expect_refused_naming("rabitq:nlist=0", "nlist");
+  test::expect_refused_naming("rabitq:nlist=257", "nlist");
+  test::expect_refused_naming("rabitq:vbits=9", "vbits");
+  test::expect_refused_naming("rabitq", "head_dim", LayerShape{1, 1, 0, 0});
+}
+
+}  // namespace
+}  // namespace veloxquant
