@@ -119,8 +119,8 @@ std::string results_markdown(const EvalSetup& s, const std::vector<MethodEval>& 
       "{}-token needle ({} trial{} per cell), decode speed over {} tokens after a {}-token prompt, "
       "{} thread{}. KV bytes are one chunk's caches, all layers. Pareto front (bytes against "
       "perplexity) in bold.\n\n",
-      s.model, s.text, s.chunks, s.context, s.scored_tokens, s.needle_tokens, s.trials, s.trials == 1 ? "" : "s", s.decode_tokens,
-      s.decode_prompt, s.threads, s.threads == 1 ? "" : "s");
+      s.model, s.text, s.chunks, s.context, s.scored_tokens, s.needle_tokens, s.trials, s.trials == 1 ? "" : "s",
+      s.decode_tokens, s.decode_prompt, s.threads, s.threads == 1 ? "" : "s");
   md += "| spec | K bytes | V bytes | ratio | bits/elem | perplexity | vs fp16 | KL | top-1 | retrieval "
         "| prefill tok/s | decode tok/s | peak RSS MiB |\n";
   md += "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";

@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "veloxquant/cache.h"
 #include "veloxquant/error.h"
 #include "veloxquant/method.h"
 #include "veloxquant/observer.h"
@@ -67,7 +68,7 @@ double decode_tokens_per_s(const Model& model, std::span<const int32_t> haystack
 
 }  // namespace
 
-std::vector<std::string> expand_eval_specs(const std::vector<std::string>& args) {
+std::vector<std::string> expand_eval_specs(const std::vector<std::string>& args, size_t policy_budget) {
   std::vector<std::string> named;
   for (const std::string& arg : args) {
     if (arg != "all") {
@@ -75,7 +76,8 @@ std::vector<std::string> expand_eval_specs(const std::vector<std::string>& args)
       continue;
     }
     for (const MethodInfo& m : registered_methods()) named.push_back(m.name);
-    for (const MethodInfo& p : registered_policies()) named.push_back(p.name);
+    for (const MethodInfo& p : registered_policies())
+      named.push_back(p.name + ":budget=" + std::to_string(policy_budget));
   }
   std::vector<std::string> specs{parse_spec("fp16").to_string()};
   std::set<std::string> seen(specs.begin(), specs.end());
@@ -84,6 +86,12 @@ std::vector<std::string> expand_eval_specs(const std::vector<std::string>& args)
     if (seen.insert(spec).second) specs.push_back(std::move(spec));
   }
   return specs;
+}
+
+void check_specs_fit(const std::vector<std::string>& specs, const Model& model) {
+  const ModelConfig& c = model.config();
+  for (const std::string& spec : specs)
+    make_layer_caches(parse_spec(spec), LayerShape{c.kv_heads, c.head_dim, 0, 0}, static_cast<int>(c.layers));
 }
 
 MethodEval evaluate_method(const Model& model, std::string_view text, std::span<const int32_t> haystack,

@@ -29,8 +29,15 @@ struct MethodEvalOptions {
 
 // The specs `eval --kv` names, canonical and without repeats, the fp16 baseline first (added when
 // missing). "all" stands for every registered quantizer at its defaults, then every eviction
-// policy alone at its defaults (keeping its tokens in fp16). Throws SpecError naming a bad spec.
-std::vector<std::string> expand_eval_specs(const std::vector<std::string>& args);
+// policy alone (keeping its tokens in fp16) at its defaults but a budget of `policy_budget`
+// tokens: what a policy keeps decides retrieval, so the budget follows the context evaluated
+// (eval passes half of it) rather than a fixed default that a short context never reaches.
+// Throws SpecError naming a bad spec.
+std::vector<std::string> expand_eval_specs(const std::vector<std::string>& args, size_t policy_budget);
+
+// Builds every spec's caches for `model`, so that a spec its codecs refuse for this model's shape
+// (kivi:kbits=3, a head_dim a method cannot take) fails before any measurement. Throws SpecError.
+void check_specs_fit(const std::vector<std::string>& specs, const Model& model);
 
 // Measures `spec`. `baseline` is null for the fp16 run itself, which writes the baseline file;
 // every later run is compared with it and with that file. `haystack` is the text's tokens without

@@ -14,6 +14,8 @@
 namespace veloxquant {
 namespace {
 
+using test::error_message;
+
 MethodEval row(std::string spec, size_t bytes, double perplexity, double delta, double kl, double recall) {
   MethodEval r;
   r.spec = std::move(spec);
@@ -113,7 +115,8 @@ TEST(EvalReport, JsonHasTheSetupEveryMethodAndTheRecommendation) {
   EXPECT_EQ(j.at("recommendation"), "mid");
   EXPECT_EQ(j.at("guardrail").at("max_kl"), 0.05);
   // Nothing passes: null. No guardrail: neither key.
-  EXPECT_TRUE(nlohmann::json::parse(results_json(setup(), r, Guardrail{0.1, 0.05, 0.02})).at("recommendation").is_null());
+  const auto none = nlohmann::json::parse(results_json(setup(), r, Guardrail{0.1, 0.05, 0.02}));
+  EXPECT_TRUE(none.at("recommendation").is_null());
   const auto plain = nlohmann::json::parse(results_json(setup(), r, std::nullopt));
   EXPECT_FALSE(plain.contains("recommendation"));
   EXPECT_FALSE(plain.contains("guardrail"));
@@ -130,21 +133,22 @@ TEST(EvalReport, MarkdownHasARowPerMethodAndTheFrontInBold) {
 }
 
 TEST(EvalSpecs, AllIsEveryQuantizerThenEveryPolicyWithFp16First) {
-  const std::vector<std::string> specs = expand_eval_specs({"all"});
+  const std::vector<std::string> specs = expand_eval_specs({"all"}, 256);
   ASSERT_EQ(specs.size(), registered_methods().size() + registered_policies().size());
   EXPECT_EQ(specs.front(), parse_spec("fp16").to_string());
-  EXPECT_EQ(specs.back(), parse_spec(registered_policies().back().name).to_string());
+  // Policies alone, at the budget given.
+  EXPECT_EQ(specs.back(), parse_spec(registered_policies().back().name + ":budget=256").to_string());
   EXPECT_EQ(specs[1], parse_spec(registered_methods()[1].name).to_string());
 }
 
 TEST(EvalSpecs, NamedSpecsAreCanonicalWithoutRepeatsAfterFp16) {
-  const std::vector<std::string> specs = expand_eval_specs({"kivi", "kivi:kbits=2", "snapkv:budget=64+kivi"});
+  const std::vector<std::string> specs = expand_eval_specs({"kivi", "kivi:kbits=2", "snapkv:budget=64+kivi"}, 256);
   ASSERT_EQ(specs.size(), 3u);
   EXPECT_EQ(specs[0], "fp16");
   EXPECT_EQ(specs[1], parse_spec("kivi").to_string());
   EXPECT_EQ(specs[2], parse_spec("snapkv:budget=64+kivi").to_string());
-  EXPECT_CONTAINS(error_message<SpecError>([] { expand_eval_specs({"kivi:kbits=3"}); }), "kbits=3");
-  EXPECT_CONTAINS(error_message<SpecError>([] { expand_eval_specs({"nosuch"}); }), "nosuch");
+  EXPECT_CONTAINS(error_message<SpecError>([] { expand_eval_specs({"kivi:kbits=99"}, 256); }), "kbits=99");
+  EXPECT_CONTAINS(error_message<SpecError>([] { expand_eval_specs({"nosuch"}, 256); }), "nosuch");
 }
 
 }  // namespace

@@ -16,6 +16,8 @@
 namespace veloxquant {
 namespace {
 
+using test::error_message;
+
 constexpr size_t kHeads = 2, kQHeads = 4, kDim = 128;
 const RopeParams kRope{kDim, 10000.0f, 1.0f, RopeLayout::Neox};
 

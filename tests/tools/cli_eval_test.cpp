@@ -23,7 +23,8 @@ const std::string kSmall = " --ctx 128 --chunks 2 --retrieval 64,128 --depths 0.
 TEST(CliEval, WritesEveryMethodAndRecommends) {
   const std::filesystem::path out =
       std::filesystem::path(::testing::TempDir()) / ("veloxquant_eval_" + std::to_string(::getpid()));
-  const auto r = run_cli("eval -m '" + kModel + "' --text '" + kText + "' --kv kivi:kbits=4,vbits=4 streaming_llm:budget=32" +
+  const auto r = run_cli("eval -m '" + kModel + "' --text '" + kText +
+                         "' --kv kivi:kbits=4,vbits=4,residual=32 streaming_llm:budget=32" +
                          kSmall + " --recommend 50 --max-kl 1 --out '" + out.string() + "'");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(slurp((out / "results.json").string()));
@@ -46,7 +47,7 @@ TEST(CliEval, WritesEveryMethodAndRecommends) {
   EXPECT_NE(r.out.find("recommendation: the smallest cache"), std::string::npos) << r.out;
   EXPECT_NE(slurp((out / "results.md").string()).find("| spec | K bytes |"), std::string::npos);
   // Progress on stderr: a line per method and stage.
-  EXPECT_NE(r.err.find("[2/3] kivi:kbits=4,vbits=4"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("[2/3] kivi:kbits=4,vbits=4,group=32,residual=32"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("retrieval  elapsed"), std::string::npos) << r.err;
   std::filesystem::remove_all(out);
 }
@@ -58,10 +59,10 @@ TEST(CliEval, ArgumentErrorsAreOneLine) {
   expect_one_line_error("eval -m '" + kModel + "' --text /nonexistent.txt", "/nonexistent.txt");
   expect_one_line_error("eval -m '" + kModel + "' --text '" + kText + "' --ctx 100000", "--ctx 100000");
   expect_one_line_error("eval -m '" + kModel + "' --text '" + kText + "' --kv fp16 --ctx 64 --decode-tokens 64",
-                        "64 decode tokens");
+                        "--decode-tokens 64");
   expect_one_line_error("eval -m '" + kModel + "' --text '" + kText + "' --recommend -1", "--recommend");
-  expect_one_line_error("eval -m '" + kModel + "' --text '" + kText + "' --kv fp16 --ctx 64 --retrieval 1000",
-                        "1000");
+  expect_one_line_error("eval -m '" + kModel + "' --text '" + kText + "' --kv fp16 --ctx 128 --retrieval 100000",
+                        "--retrieval length 100000");
 }
 
 }  // namespace

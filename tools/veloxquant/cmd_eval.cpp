@@ -91,13 +91,19 @@ void print_recommendation(const std::vector<MethodEval>& rows, const Guardrail& 
 void run(EvalArgs& a) {
   omp_set_num_threads(a.threads);
   const auto start = std::chrono::steady_clock::now();
-  const std::vector<std::string> specs = expand_eval_specs(a.kv);  // bad specs fail before any work
   const Model model = Model::load(a.model);
   const size_t model_context = model.config().context_length;
   if (a.context == 0) a.context = std::min<size_t>(2048, model_context);
   if (a.context > model_context) {
     throw Error(fmt::format("--ctx {} exceeds the model's context of {}; expected at most {}", a.context,
                             model_context, model_context));
+  }
+  // Bad specs fail here, before any measurement.
+  const std::vector<std::string> specs = expand_eval_specs(a.kv, a.context / 2);
+  check_specs_fit(specs, model);
+  if (a.decode_tokens >= a.context) {
+    throw Error(fmt::format("--decode-tokens {} leaves no prompt in a context of {}; expected fewer than {}",
+                            a.decode_tokens, a.context, a.context));
   }
   if (a.retrieval.empty()) a.retrieval = {a.context / 2, a.context};
   for (const size_t length : a.retrieval) {
@@ -185,9 +191,11 @@ Command add_eval_command(CLI::App& app) {
   cmd->add_option("-f,--text", a->text, "text file: perplexity chunks and the retrieval haystack")->required();
   cmd->add_option("--kv", a->kv,
                   "method specs, space-separated; `all`: every registered quantizer at its defaults, "
-                  "then every eviction policy alone at its defaults (fp16 is always measured first)")
+                  "then every eviction policy alone (fp16 storage) at a budget of ctx/2 tokens; fp16 "
+                  "is always measured first")
       ->capture_default_str();
-  cmd->add_option("-c,--ctx", a->context, "tokens per perplexity chunk (default 2048, or the model's context when shorter)")
+  cmd->add_option("-c,--ctx", a->context,
+                  "tokens per perplexity chunk (default 2048, or the model's context when shorter)")
       ->check(CLI::Range(4, 1 << 20));
   cmd->add_option("--chunks", a->chunks, "perplexity chunks")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--retrieval", a->retrieval, "retrieval sequence lengths, comma-separated (default ctx/2,ctx)")
