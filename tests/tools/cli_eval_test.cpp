@@ -1,4 +1,5 @@
-// `veloxquant eval` end to end on stories260K (small settings), and its argument errors.
+// `veloxquant eval` end to end on stories260K (small settings), and its argument errors; the
+// observers that `generate --observe` writes.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -63,6 +64,29 @@ TEST(CliEval, ArgumentErrorsAreOneLine) {
   expect_one_line_error("eval -m '" + kModel + "' --text '" + kText + "' --recommend -1", "--recommend");
   expect_one_line_error("eval -m '" + kModel + "' --text '" + kText + "' --kv fp16 --ctx 128 --retrieval 100000",
                         "--retrieval length 100000");
+}
+
+TEST(CliObserve, GenerateWritesEveryLayerAndHead) {
+  const std::string file = ::testing::TempDir() + "veloxquant_observe_" + std::to_string(::getpid()) + ".json";
+  const auto r =
+      run_cli("generate -m '" + kModel + "' -p 'Once upon a time' -n 8 --temp 0 -t 1 --observe '" + file + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(slurp(file));
+  ASSERT_EQ(j.at("layers").size(), 5u);  // stories260K: 5 layers of 4 KV heads
+  const auto& head = j.at("layers").at(0).at("heads").at(3);
+  EXPECT_EQ(head.at("kv_head"), 3);
+  // An fp16 cache: only half-precision rounding.
+  EXPECT_LT(head.at("key_error").get<double>(), 1e-3);
+  EXPECT_LT(head.at("attention_error").get<double>(), 1e-2);
+  EXPECT_GT(head.at("sink_mass").get<double>(), 0.0);
+  std::remove(file.c_str());
+  // A restored session holds tokens the observer never saw: refused.
+  const std::string session = file + ".vqs";
+  ASSERT_EQ(run_cli("generate -m '" + kModel + "' -p 'Once upon a time' -n 0 --save-session '" + session + "'").code,
+            0);
+  expect_one_line_error("generate -m '" + kModel + "' --load-session '" + session + "' --observe '" + file + "'",
+                        "--observe cannot follow a --load-session");
+  std::remove(session.c_str());
 }
 
 }  // namespace
