@@ -17,6 +17,8 @@
 
 namespace veloxquant {
 
+class CacheObserver;  // veloxquant/observer.h
+
 struct ModelConfig {
   std::string architecture;  // "llama", "qwen2"
   std::string name;          // general.name, may be empty
@@ -90,8 +92,11 @@ class Session {
   // Exact bytes stored by all layers' caches, and what fp16 caches would store.
   size_t kv_bytes() const;
   size_t kv_fp16_bytes() const;
-  // Forgets every token (the caches start empty again).
+  // Forgets every token (the caches start empty again), the attached observer's too.
   void reset();
+  // Reports every layer's forward step to `observer` (not owned; null detaches it). Throws Error
+  // unless the session is empty, since the observer compares the caches with every token.
+  void set_observer(CacheObserver* observer);
 
   // The token ids evaluated so far, oldest first: position() of them.
   std::span<const int32_t> tokens() const;

@@ -34,7 +34,9 @@ struct PerplexityResult {
   size_t scored_tokens = 0;
   double seconds = 0;
   double tokens_per_second = 0;  // forward-pass tokens (all of each chunk) per second
-  size_t kv_bytes = 0;           // exact cache bytes after one full chunk
+  size_t kv_bytes = 0;           // exact cache bytes after one full chunk: key_bytes + value_bytes
+  size_t key_bytes = 0;
+  size_t value_bytes = 0;
   size_t kv_fp16_bytes = 0;
   // Against kl_base: mean KL(base || this) per scored token (nats), its standard error, and
   // how often both agree on the most likely token.

@@ -13,6 +13,7 @@
 #include "veloxquant/generate.h"
 #include "veloxquant/method.h"
 #include "veloxquant/model.h"
+#include "veloxquant/observer.h"
 #include "veloxquant/sampler.h"
 
 namespace veloxquant::cli {
@@ -25,7 +26,7 @@ struct GenerateArgs {
   bool seed_given = false;
   int threads = 1;
   bool json = false, ignore_eos = false;
-  std::string save_session, load_session;
+  std::string save_session, load_session, observe;
   bool kv_given = false;
 };
 
@@ -49,12 +50,21 @@ void run(const GenerateArgs& a) {
   SamplerOptions sampling = a.sampling;
   if (!a.seed_given) sampling.seed = std::random_device{}();
   const Model model = Model::load(a.model);
+  if (!a.observe.empty() && !a.load_session.empty()) {
+    throw Error("--observe cannot follow a --load-session: the observer must see every token from the first");
+  }
   PromptSession p = open_prompt(model, a.prompt, PromptOptions{a.kv_given ? std::optional(a.kv) : std::nullopt,
                                                                a.context, a.load_session});
   Session& session = p.session;
   const std::string kv = session.caches().front().spec().to_string();
   const std::vector<int32_t>& prompt = p.prompt;
   const size_t reused = p.reused;
+  std::optional<CacheObserver> observer;
+  if (!a.observe.empty()) {
+    const ModelConfig& c = model.config();
+    observer.emplace(c.layers, c.kv_heads, c.heads, c.head_dim, c.rope);
+    session.set_observer(&*observer);
+  }
   Sampler sampler(sampling);
   const Tokenizer& tok = model.tokenizer();
   for (int32_t t : prompt) sampler.accept(t);
@@ -82,6 +92,7 @@ void run(const GenerateArgs& a) {
   const double gen_s = seconds_since(t0);
   const size_t evaluated = prompt.size() - reused;
   const double prompt_tps = static_cast<double>(evaluated) / std::max(prompt_s, 1e-9);
+  if (observer) write_text(a.observe, observations_json(observer->report(session.caches())));
   const double gen_tps = static_cast<double>(generated.size()) / std::max(gen_s, 1e-9);
   if (a.json) {
     nlohmann::ordered_json j;
@@ -120,6 +131,7 @@ void run(const GenerateArgs& a) {
   fmt::print(stderr, "kv cache:  {}: {}\n", kv,
              kv_summary(session.kv_bytes(), session.kv_fp16_bytes()));
   fmt::print(stderr, "memory:    {:.1f} MiB peak resident\n", peak_rss_mib());
+  if (observer) fmt::print(stderr, "observed:  per layer and KV head in {}\n", a.observe);
 }
 
 }  // namespace
@@ -148,6 +160,10 @@ Command add_generate_command(CLI::App& app) {
                   "save the KV cache and tokens after the prompt to FILE (docs/sessions.md)");
   cmd->add_option("--load-session", a->load_session,
                   "restore a saved session; -p must start with its tokens (omit -p: continue it)");
+  cmd->add_option("--observe", a->observe,
+                  "write what the caches did, per layer and KV head, as JSON to FILE: key/value "
+                  "reconstruction and attention-output errors against exact fp32, encode and attend "
+                  "time, bytes, key norms, attention-sink mass (costs an exact attention per step)");
   return [a] { run(*a); };
 }
 

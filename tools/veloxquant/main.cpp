@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   add(veloxquant::cli::add_generate_command);
   add(veloxquant::cli::add_perplexity_command);
   add(veloxquant::cli::add_recall_command);
+  add(veloxquant::cli::add_eval_command);
   add(veloxquant::cli::add_inspect_command);
   add(veloxquant::cli::add_session_command);
   try {

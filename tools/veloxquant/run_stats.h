@@ -26,6 +26,13 @@ inline void add_threads_option(CLI::App* cmd, int& threads) {
   cmd->add_option("-t,--threads", threads, "CPU threads")->capture_default_str()->check(CLI::Range(1, 1024));
 }
 
+inline void write_text(const std::string& path, const std::string& content) {
+  std::ofstream out(path, std::ios::binary);
+  out << content;
+  out.close();
+  if (!out) throw Error("cannot write '" + path + "'");
+}
+
 inline std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot read the text file '" + path + "'");

@@ -81,6 +81,10 @@ PerplexityResult compute_perplexity(const Model& model, std::string_view text,
     if (c == 0) {
       r.kv_bytes = session.kv_bytes();
       r.kv_fp16_bytes = session.kv_fp16_bytes();
+      for (const KVCache& cache : session.caches()) {
+        r.key_bytes += cache.key_bytes();
+        r.value_bytes += cache.value_bytes();
+      }
     }
     float* rows = &logits[first * vocab];
     for (size_t j = 0; j < scored; ++j) {

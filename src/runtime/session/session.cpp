@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <string>
 
@@ -11,6 +12,7 @@
 #include "runtime/model/model_impl.h"
 #include "veloxquant/cache.h"
 #include "veloxquant/model.h"
+#include "veloxquant/observer.h"
 
 namespace veloxquant {
 namespace {
@@ -78,6 +80,7 @@ struct Session::Impl {
   // cosine over the first step's tokens); measured once, then every layer's budget is set.
   std::vector<double> importance;
   bool importance_set = false;
+  CacheObserver* observer = nullptr;  // not owned; null: nothing is timed or recorded
 
   Impl(Model m, SessionOptions o) : model(std::move(m)), options(std::move(o)) {
     const ModelConfig& c = model.config();
@@ -117,9 +120,17 @@ struct Session::Impl {
     project(w.wk, w.bk, h.data(), n, k.data());
     project(w.wv, w.bv, h.data(), n, v.data());
     for (size_t t = 0; t < n; ++t) apply_rope(c.rope, &q[t * qw], c.heads, hd, positions[t]);
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point start = observer ? Clock::now() : Clock::time_point{};
     caches[l].append(TensorView::f32(k.data(), {n, c.kv_heads, hd}),
                      TensorView::f32(v.data(), {n, c.kv_heads, hd}), positions, c.rope);
+    const Clock::time_point appended = observer ? Clock::now() : Clock::time_point{};
     caches[l].attend_observed(TensorView::f32(q.data(), {n, c.heads, hd}), attn.data());
+    if (observer) {
+      const auto seconds = [](Clock::duration t) { return std::chrono::duration<double>(t).count(); };
+      observer->record(l, n, k.data(), v.data(), positions, q.data(), attn.data(), seconds(appended - start),
+                       seconds(Clock::now() - appended));
+    }
     project(w.wo, {}, attn.data(), n, proj.data());
     if (!importance.empty() && !importance_set) importance[l] = mean_cosine(x.data(), proj.data(), n, d);
     for (size_t i = 0; i < n * d; ++i) x[i] += proj[i];
@@ -219,6 +230,15 @@ void Session::reset() {
   s.make_caches(spec);
   s.position = 0;
   s.history.clear();
+  if (s.observer) s.observer->reset();
+}
+
+void Session::set_observer(CacheObserver* observer) {
+  if (observer && impl_->position > 0) {
+    throw Error("set_observer on a session holding " + std::to_string(impl_->position) +
+                " tokens; expected an empty session (the observer compares against every token)");
+  }
+  impl_->observer = observer;
 }
 
 std::span<const int32_t> Session::tokens() const { return impl_->history; }
