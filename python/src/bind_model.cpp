@@ -1,4 +1,4 @@
-// veloxquant.Model: a GGUF model run with any KV-cache method: generate, perplexity, logits.
+// veloxquant.Model: a GGUF model run with any KV-cache method: generate, perplexity, eval, logits.
 // The options mirror `veloxquant generate` and `veloxquant perplexity`; both go through the same
 // library functions (generate.h, perplexity.h), so equal inputs give equal numbers.
 #include <fmt/format.h>
@@ -7,6 +7,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -17,6 +18,7 @@
 #include "arrays.h"
 #include "bindings.h"
 #include "veloxquant/error.h"
+#include "veloxquant/eval.h"
 #include "veloxquant/generate.h"
 #include "veloxquant/model.h"
 #include "veloxquant/perplexity.h"
@@ -144,7 +146,7 @@ void bind_model(nb::module_& m) {
              return utf8_text(model.tokenizer().decode(tokens));
            },
            nb::arg("tokens"), "The text of token ids (invalid UTF-8 replaced by U+FFFD).")
-      .def("eval",
+      .def("logits",
            [](const Model& model, const std::vector<int32_t>& tokens, const std::string& kv, size_t context) {
              std::vector<float> logits;
              {
@@ -182,6 +184,46 @@ void bind_model(nb::module_& m) {
            "the prompt must start with its tokens and only the rest is evaluated (an empty prompt "
            "continues it as saved). save_session: where to save the session once the prompt is "
            "evaluated (before generating).")
+      .def("eval",
+           [](const Model& model, const std::string& text, const std::vector<std::string>& kv, size_t context,
+              size_t chunks, const std::vector<size_t>& retrieval, const std::vector<double>& depths,
+              size_t needle, size_t trials, uint64_t seed, size_t decode_tokens, bool observe,
+              std::optional<double> recommend, double max_kl, double recall_tolerance, bool progress) {
+             EvalOptions o;
+             o.kv = kv;
+             o.context = context;
+             o.chunks = chunks;
+             o.retrieval = retrieval;
+             o.depths = depths;
+             o.needle_tokens = needle;
+             o.trials = trials;
+             o.seed = seed;
+             o.decode_tokens = decode_tokens;
+             o.observe = observe;
+             std::optional<Guardrail> guardrail;
+             if (recommend) guardrail = Guardrail{*recommend, max_kl, recall_tolerance};
+             std::string json;
+             {
+               nb::gil_scoped_release unlocked;
+               json = evaluate_methods_json(model, text, o, guardrail, [progress](const std::string& line) {
+                 if (progress) std::fprintf(stderr, "%s\n", line.c_str());
+               });
+             }
+             return nb::module_::import_("json").attr("loads")(json);
+           },
+           nb::arg("text"), nb::kw_only(), nb::arg("kv") = std::vector<std::string>{"all"}, nb::arg("ctx") = 0,
+           nb::arg("chunks") = 8, nb::arg("retrieval") = std::vector<size_t>{},
+           nb::arg("depths") = std::vector<double>{0.1, 0.5, 0.9}, nb::arg("needle") = 32,
+           nb::arg("trials") = 2, nb::arg("seed") = 1, nb::arg("decode_tokens") = 64,
+           nb::arg("observe") = false, nb::arg("recommend") = nb::none(), nb::arg("max_kl") = 0.05,
+           nb::arg("recall_tolerance") = 0.02, nb::arg("progress") = false,
+           "What `veloxquant eval` measures, as the dict it writes to results.json: for fp16 and each "
+           "spec of kv (['all']: every registered method), exact key and value bytes, perplexity of "
+           "text with KL and top-1 agreement against fp16, needle retrieval at the retrieval lengths "
+           "(default ctx/2 and ctx) and depths, prefill and decode speed, peak memory, and with "
+           "observe=True per layer and KV head observations. recommend=MAXDELTA adds the smallest "
+           "cache within MAXDELTA percent perplexity, max_kl and recall_tolerance of fp16. "
+           "progress=True prints a line per stage to stderr.")
       .def("perplexity",
            [](const Model& model, const std::string& text, size_t context, size_t chunks,
               const std::string& kv, const std::string& save_kl_base, const std::string& kl_base) {

@@ -1,5 +1,7 @@
 """veloxquant.Model on the project's vq-hd128: the same numbers as the CLI on the same inputs."""
 
+import json
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -39,14 +41,14 @@ def test_sampling_is_deterministic_for_a_seed(model):
     assert model.generate(PROMPT, 0).tokens == []
 
 
-def test_eval_logits_agree_with_greedy_generation(model):
+def test_logits_agree_with_greedy_generation(model):
     ids = model.tokenize(PROMPT)
-    logits = model.eval(ids, kv="fp16")
+    logits = model.logits(ids, kv="fp16")
     assert logits.shape == (len(ids), model.vocab) and np.isfinite(logits).all()
     first = model.generate(PROMPT, 1, temp=0, kv="fp16").tokens[0]
     assert first == int(np.argmax(logits[-1]))
     # A compressed cache changes the logits, but only a little on a short prompt.
-    kivi = model.eval(ids, kv="kivi:kbits=4,vbits=4,residual=0")
+    kivi = model.logits(ids, kv="kivi:kbits=4,vbits=4,residual=0")
     assert not np.array_equal(kivi, logits)
     assert np.abs(kivi - logits).max() < 0.25 * np.abs(logits).max()
 
@@ -86,7 +88,7 @@ def test_errors_carry_the_librarys_message(model, tmp_path):
     with pytest.raises(vq.Error, match="temperature"):
         model.generate(PROMPT, 4, temp=-1)
     with pytest.raises(vq.Error):
-        model.eval([model.vocab + 5])
+        model.logits([model.vocab + 5])
 
 
 def test_a_saved_session_is_continued_without_evaluating_its_tokens_again(model, tmp_path):
@@ -110,3 +112,28 @@ def test_a_prompt_that_does_not_continue_the_session_is_refused(model, tmp_path)
         model.generate("Something else entirely", 4, load_session=str(path))
     with pytest.raises(vq.Error, match="nosuch.vqs"):
         model.generate(PROMPT, 4, load_session=str(tmp_path / "nosuch.vqs"))
+
+
+EVAL_SETTINGS = dict(ctx=128, chunks=2, retrieval=[64, 128], depths=[0.5], needle=8, trials=1, decode_tokens=8)
+
+
+def test_eval_measures_what_the_cli_measures(model, model_path, text_file, cli_path, tmp_path):
+    ours = model.eval(text_file.read_text(), kv=["kivi"], recommend=50.0, **EVAL_SETTINGS)
+    subprocess.run([cli_path, "eval", "-m", str(model_path), "-f", str(text_file), "--kv", "kivi", "--ctx", "128",
+                    "--chunks", "2", "--retrieval", "64,128", "--depths", "0.5", "--needle", "8", "--trials", "1",
+                    "--decode-tokens", "8", "--recommend", "50", "--no-plots", "-t", "1", "--out", str(tmp_path)],
+                   check=True, capture_output=True)
+    theirs = json.loads((tmp_path / "results.json").read_text())
+    assert [m["spec"] for m in ours["methods"]] == [m["spec"] for m in theirs["methods"]]
+    assert ours["methods"][0]["spec"] == "fp16"
+    for a, b in zip(ours["methods"], theirs["methods"]):
+        for field in ("key_bytes", "value_bytes", "perplexity", "kl_mean", "top1_agreement", "retrieval_mean"):
+            assert a[field] == b[field], field
+    assert ours["recommendation"] == theirs["recommendation"]
+
+
+def test_eval_refuses_bad_settings_before_measuring(model, text_file):
+    with pytest.raises(vq.SpecError, match="kbits=3"):
+        model.eval(text_file.read_text(), kv=["kivi:kbits=3"], **EVAL_SETTINGS)
+    with pytest.raises(vq.Error, match="ctx 100000 exceeds"):
+        model.eval(text_file.read_text(), kv=["fp16"], ctx=100000)

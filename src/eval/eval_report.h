@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "eval/needle_recall.h"
+#include "veloxquant/eval.h"
 #include "veloxquant/observer.h"
 
 namespace veloxquant {
@@ -51,12 +52,6 @@ struct EvalSetup {
   int threads = 1;
 };
 
-// The quality a recommended method must keep, relative to the fp16 baseline.
-struct Guardrail {
-  double max_delta_pct = 1.0;      // perplexity increase, percent
-  double max_kl = 0.05;            // mean KL divergence, nats per token
-  double recall_tolerance = 0.02;  // mean retrieval may fall this far (absolute) below fp16's
-};
 
 // Why `row` fails the guardrail against `baseline`, one clause per broken limit ("perplexity
 // +3.10 % > 1.00 %; KL 0.0700 > 0.0500"); empty when it passes.

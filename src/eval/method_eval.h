@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "eval/eval_report.h"
+#include "veloxquant/eval.h"
 #include "veloxquant/model.h"
 
 namespace veloxquant {
@@ -46,6 +47,18 @@ void check_specs_fit(const std::vector<std::string>& specs, const Model& model);
 MethodEval evaluate_method(const Model& model, std::string_view text, std::span<const int32_t> haystack,
                            const std::string& spec, const MethodEval* baseline, const MethodEvalOptions& options,
                            const std::function<void(const std::string&)>& stage);
+
+// Every measurement of `veloxquant eval` (eval.h): the specs checked before anything runs, then
+// the baseline and each spec measured in order. `progress` as in evaluate_methods_json().
+struct EvalRun {
+  EvalSetup setup;
+  std::vector<MethodEval> rows;  // rows[0]: fp16
+};
+EvalRun run_eval(const Model& model, std::string_view text, const EvalOptions& options,
+                 const std::function<void(const std::string&)>& progress);
+
+// "4m05s"
+std::string minutes(double seconds);
 
 // Peak resident memory of this process since the last reset_peak_rss() (Linux: VmHWM, which
 // writing "5" to /proc/self/clear_refs resets); returns false when the kernel refuses the reset,

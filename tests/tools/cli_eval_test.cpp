@@ -58,12 +58,12 @@ TEST(CliEval, ArgumentErrorsAreOneLine) {
   expect_one_line_error("eval --text '" + kText + "'", "--model");
   expect_one_line_error("eval -m '" + kModel + "' --text '" + kText + "' --kv kivi:kbits=3", "kbits=3");
   expect_one_line_error("eval -m '" + kModel + "' --text /nonexistent.txt", "/nonexistent.txt");
-  expect_one_line_error("eval -m '" + kModel + "' --text '" + kText + "' --ctx 100000", "--ctx 100000");
+  expect_one_line_error("eval -m '" + kModel + "' --text '" + kText + "' --ctx 100000", "ctx 100000 exceeds");
   expect_one_line_error("eval -m '" + kModel + "' --text '" + kText + "' --kv fp16 --ctx 64 --decode-tokens 64",
-                        "--decode-tokens 64");
+                        "decode_tokens 64 leaves no prompt");
   expect_one_line_error("eval -m '" + kModel + "' --text '" + kText + "' --recommend -1", "--recommend");
   expect_one_line_error("eval -m '" + kModel + "' --text '" + kText + "' --kv fp16 --ctx 128 --retrieval 100000",
-                        "--retrieval length 100000");
+                        "retrieval length 100000 exceeds");
 }
 
 TEST(CliObserve, GenerateWritesEveryLayerAndHead) {

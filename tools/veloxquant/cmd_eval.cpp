@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "eval/eval_report.h"
 #include "eval/method_eval.h"
+#include "veloxquant/eval.h"
 #include "run_stats.h"
 
 namespace veloxquant::cli {
@@ -20,33 +21,11 @@ namespace fs = std::filesystem;
 
 struct EvalArgs {
   std::string model, text, out;
-  std::vector<std::string> kv{"all"};
-  size_t context = 0;  // 0: 2048, or the model's context when shorter
-  size_t chunks = 8;
-  std::vector<size_t> retrieval;  // empty: context / 2 and context
-  std::vector<double> depths{0.1, 0.5, 0.9};
-  size_t needle = 32, trials = 2, decode_tokens = 64;
-  uint64_t seed = 1;
+  EvalOptions options;
   std::optional<double> recommend;
   double max_kl = 0.05, recall_tolerance = 0.02;
-  bool plots = true, observe = false;
+  bool plots = true;
   int threads = 1;
-};
-
-std::string minutes(double seconds) {
-  const auto s = static_cast<long>(seconds + 0.5);
-  return fmt::format("{}m{:02}s", s / 60, s % 60);
-}
-
-// A temporary file for the baseline's log-probabilities (hundreds of MB at long contexts), removed
-// when the run ends, however it ends.
-struct TempFile {
-  fs::path path;
-  TempFile() : path(fs::temp_directory_path() / fmt::format("veloxquant-eval-{}.logprobs", ::getpid())) {}
-  ~TempFile() {
-    std::error_code ignored;
-    fs::remove(path, ignored);
-  }
 };
 
 // The plots come from a Python script (matplotlib) reading results.json.
@@ -88,30 +67,10 @@ void print_recommendation(const std::vector<MethodEval>& rows, const Guardrail& 
   }
 }
 
-void run(EvalArgs& a) {
+void run(const EvalArgs& a) {
   omp_set_num_threads(a.threads);
   const auto start = std::chrono::steady_clock::now();
   const Model model = Model::load(a.model);
-  const size_t model_context = model.config().context_length;
-  if (a.context == 0) a.context = std::min<size_t>(2048, model_context);
-  if (a.context > model_context) {
-    throw Error(fmt::format("--ctx {} exceeds the model's context of {}; expected at most {}", a.context,
-                            model_context, model_context));
-  }
-  // Bad specs fail here, before any measurement.
-  const std::vector<std::string> specs = expand_eval_specs(a.kv, a.context / 2);
-  check_specs_fit(specs, model);
-  if (a.decode_tokens >= a.context) {
-    throw Error(fmt::format("--decode-tokens {} leaves no prompt in a context of {}; expected fewer than {}",
-                            a.decode_tokens, a.context, a.context));
-  }
-  if (a.retrieval.empty()) a.retrieval = {a.context / 2, a.context};
-  for (const size_t length : a.retrieval) {
-    if (length > model_context) {
-      throw Error(fmt::format("--retrieval length {} exceeds the model's context of {}; expected at most {}",
-                              length, model_context, model_context));
-    }
-  }
   std::optional<fs::path> out;
   if (!a.out.empty()) {
     out = a.out;
@@ -119,63 +78,21 @@ void run(EvalArgs& a) {
     fs::create_directories(*out, ec);
     if (!fs::is_directory(*out)) throw Error("--out '" + a.out + "' is not a directory and cannot be made one");
   }
-  const std::string text = read_text(a.text);
-  // No BOS: retrieval and decode put their own first.
-  const std::vector<int32_t> haystack = model.tokenizer().encode(text, /*add_special=*/false);
-
-  const TempFile baseline_file;
-  MethodEvalOptions o;
-  o.context = a.context;
-  o.chunks = a.chunks;
-  o.needle.lengths = a.retrieval;
-  o.needle.depths = a.depths;
-  o.needle.needle_tokens = a.needle;
-  o.needle.trials = a.trials;
-  o.needle.seed = a.seed;
-  o.decode_tokens = a.decode_tokens;
-  o.observe_tokens = a.observe ? a.context / 2 : 0;
-  o.baseline_logprobs = baseline_file.path.string();
-
-  std::vector<MethodEval> rows;
-  for (size_t i = 0; i < specs.size(); ++i) {
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const std::string eta = i == 0 ? "" : "  ETA " + minutes(elapsed / static_cast<double>(i) *
-                                                            static_cast<double>(specs.size() - i));
-    auto stage = [&](const std::string& what) {
-      const double now = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      fmt::print(stderr, "[{}/{}] {}: {}  elapsed {}{}\n", i + 1, specs.size(), specs[i], what, minutes(now), eta);
-    };
-    rows.push_back(evaluate_method(model, text, haystack, specs[i], i == 0 ? nullptr : &rows[0], o, stage));
-  }
-
-  EvalSetup setup;
-  setup.model = a.model;
-  setup.text = a.text;
-  setup.context = a.context;
-  setup.chunks = rows[0].chunks;
-  setup.scored_tokens = rows[0].scored_tokens;
-  setup.retrieval_lengths = a.retrieval;
-  setup.retrieval_depths = a.depths;
-  setup.needle_tokens = a.needle;
-  setup.trials = a.trials;
-  setup.seed = a.seed;
-  setup.decode_prompt = a.context - a.decode_tokens;
-  setup.decode_tokens = a.decode_tokens;
-  setup.observed_tokens = o.observe_tokens;
-  setup.threads = a.threads;
+  const EvalRun run = run_eval(model, read_text(a.text), a.options,
+                               [](const std::string& line) { fmt::print(stderr, "{}\n", line); });
   std::optional<Guardrail> guardrail;
   if (a.recommend) guardrail = Guardrail{*a.recommend, a.max_kl, a.recall_tolerance};
 
-  const std::string markdown = results_markdown(setup, rows);
+  const std::string markdown = results_markdown(run.setup, run.rows);
   fmt::print("{}", markdown);
-  if (guardrail) print_recommendation(rows, *guardrail);
+  if (guardrail) print_recommendation(run.rows, *guardrail);
   if (out) {
-    write_text((*out / "results.json").string(), results_json(setup, rows, guardrail));
+    write_text((*out / "results.json").string(), results_json(run.setup, run.rows, guardrail));
     write_text((*out / "results.md").string(), markdown);
     if (a.plots) make_plots(*out);
     fmt::print(stderr, "results in {}\n", out->string());
   }
-  fmt::print(stderr, "eval: {} methods in {}\n", rows.size(),
+  fmt::print(stderr, "eval: {} methods in {}\n", run.rows.size(),
              minutes(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()));
 }
 
@@ -187,25 +104,29 @@ Command add_eval_command(CLI::App& app) {
       "eval", "Measure the fp16 baseline and every KV-cache method on a model (bytes, perplexity, KL, "
               "retrieval, speed, memory), write results.json, a markdown table and plots, and "
               "recommend the smallest cache within a quality guardrail");
-  cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
-  cmd->add_option("-f,--text", a->text, "text file: perplexity chunks and the retrieval haystack")->required();
-  cmd->add_option("--kv", a->kv,
+  cmd->add_option("-m,--model", a->model, "GGUF model file")->required()->each([a](const std::string& path) {
+    a->options.model_name = path;
+  });
+  cmd->add_option("-f,--text", a->text, "text file: perplexity chunks and the retrieval haystack")
+      ->required()
+      ->each([a](const std::string& path) { a->options.text_name = path; });
+  cmd->add_option("--kv", a->options.kv,
                   "method specs, space-separated; `all`: every registered quantizer at its defaults, "
                   "then every eviction policy alone (fp16 storage) at a budget of ctx/2 tokens; fp16 "
                   "is always measured first")
       ->capture_default_str();
-  cmd->add_option("-c,--ctx", a->context,
+  cmd->add_option("-c,--ctx", a->options.context,
                   "tokens per perplexity chunk (default 2048, or the model's context when shorter)")
       ->check(CLI::Range(4, 1 << 20));
-  cmd->add_option("--chunks", a->chunks, "perplexity chunks")->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--retrieval", a->retrieval, "retrieval sequence lengths, comma-separated (default ctx/2,ctx)")
+  cmd->add_option("--chunks", a->options.chunks, "perplexity chunks")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--retrieval", a->options.retrieval, "retrieval sequence lengths, comma-separated (default ctx/2,ctx)")
       ->delimiter(',');
-  cmd->add_option("--depths", a->depths, "needle depths, comma-separated (0: after BOS, 1: before the repeat)")
+  cmd->add_option("--depths", a->options.depths, "needle depths, comma-separated (0: after BOS, 1: before the repeat)")
       ->delimiter(',')->capture_default_str();
-  cmd->add_option("--needle", a->needle, "needle length in tokens")->capture_default_str();
-  cmd->add_option("--trials", a->trials, "retrieval sequences per length and depth")->capture_default_str();
-  cmd->add_option("--seed", a->seed, "seed of the needles' random tokens")->capture_default_str();
-  cmd->add_option("--decode-tokens", a->decode_tokens, "decode steps timed after a prompt filling the rest of --ctx")
+  cmd->add_option("--needle", a->options.needle_tokens, "needle length in tokens")->capture_default_str();
+  cmd->add_option("--trials", a->options.trials, "retrieval sequences per length and depth")->capture_default_str();
+  cmd->add_option("--seed", a->options.seed, "seed of the needles' random tokens")->capture_default_str();
+  cmd->add_option("--decode-tokens", a->options.decode_tokens, "decode steps timed after a prompt filling the rest of --ctx")
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--out", a->out, "directory for results.json, results.md and the plots");
   cmd->add_option("--recommend", a->recommend,
@@ -217,7 +138,7 @@ Command add_eval_command(CLI::App& app) {
   cmd->add_option("--recall-tolerance", a->recall_tolerance,
                   "guardrail: how far mean retrieval may fall below fp16's (fraction, 0.02 = 2 points)")
       ->capture_default_str()->check(CLI::Range(0.0, 1.0));
-  cmd->add_flag("--observe", a->observe,
+  cmd->add_flag("--observe", a->options.observe,
                 "also observe each method's caches over a prompt of ctx/2 tokens, per layer and KV head "
                 "(reconstruction and attention errors against exact fp32, times, bytes, key norms, "
                 "sink mass), into results.json");
