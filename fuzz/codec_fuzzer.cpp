@@ -58,6 +58,9 @@ std::vector<std::pair<std::string, std::string>> fuzzed_args(
       case veloxquant::ParamType::Choice:
         value = p.choices[in.ConsumeIntegralInRange<size_t>(0, p.choices.size() - 1)];
         break;
+      case veloxquant::ParamType::Text:
+        continue;  // a directory of calibration artifacts: nothing a fuzzer could make up
+
     }
     args.emplace_back(p.name, value);
   }

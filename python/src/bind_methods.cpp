@@ -19,6 +19,7 @@ const char* type_name(ParamType t) {
     case ParamType::Float: return "float";
     case ParamType::Bool: return "bool";
     case ParamType::Choice: return "choice";
+    case ParamType::Text: return "text";
   }
   return "?";
 }
