@@ -16,5 +16,6 @@ Command add_generate_command(CLI::App& app);
 Command add_perplexity_command(CLI::App& app);
 Command add_recall_command(CLI::App& app);
 Command add_session_command(CLI::App& app);
+Command add_calibrate_command(CLI::App& app);
 
 }  // namespace veloxquant::cli
