@@ -89,6 +89,7 @@ std::shared_ptr<const CalibrationArtifact> calibrate_on_samples(const Spec& spec
   a->model.layers = static_cast<uint32_t>(layers);
   a->model.kv_heads = a->kv_heads;
   a->model.head_dim = a->head_dim;
+  a->model.vocab = 1;  // no vocabulary; a well-formed identity has one of at least 1 entry
   a->layers.assign(static_cast<size_t>(layers), spec.method->fit(spec.params, samples));
   return a;
 }

@@ -15,7 +15,8 @@ namespace {
 
 constexpr size_t kTokens = 4096, kDim = 128;
 
-// A calibrated method is fitted to an independent synthetic draw for these figures.
+// A calibrated method is fitted to a synthetic draw (its layout, and so its bits, do not depend
+// on the tables).
 LayerCodecs default_codecs(const MethodInfo& m) {
   const Spec spec = parse_spec(m.name);
   return m.make(spec.params, with_synthetic_calibration(spec, LayerShape{1, kDim, 0, 0}));
