@@ -19,7 +19,7 @@ constexpr size_t kDim = 128, kQueryHeads = 4;
 
 void attend(benchmark::State& state, const std::string& spec, size_t tokens) {
   const SyntheticKV w = make_synthetic_kv(tokens, 1, kDim, kQueryHeads, 1, 1);
-  KVCache cache(spec, LayerShape{1, kDim, 0, 1});
+  KVCache cache(spec, with_synthetic_calibration(parse_spec(spec), LayerShape{1, kDim, 0, 1}, 1));
   for (size_t t = 0; t < tokens; t += 1024) {
     const size_t n = std::min<size_t>(1024, tokens - t);
     cache.append(TensorView::f32(w.keys.data() + t * kDim, {n, 1, kDim}),
@@ -39,7 +39,7 @@ void attend(benchmark::State& state, const std::string& spec, size_t tokens) {
 void encode(benchmark::State& state, const std::string& spec, size_t tokens) {
   const SyntheticKV w = make_synthetic_kv(tokens, 1, kDim, kQueryHeads, 1, 1);
   for (auto _ : state) {
-    KVCache cache(spec, LayerShape{1, kDim, 0, 1});
+    KVCache cache(spec, with_synthetic_calibration(parse_spec(spec), LayerShape{1, kDim, 0, 1}, 1));
     cache.append(TensorView::f32(w.keys.data(), {tokens, 1, kDim}),
                  TensorView::f32(w.values.data(), {tokens, 1, kDim}));
     benchmark::DoNotOptimize(cache.bytes());

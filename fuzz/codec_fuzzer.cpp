@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "eval/synthetic_kv.h"
 #include "veloxquant/error.h"
 #include "veloxquant/method.h"
 
@@ -58,6 +59,9 @@ std::vector<std::pair<std::string, std::string>> fuzzed_args(
       case veloxquant::ParamType::Choice:
         value = p.choices[in.ConsumeIntegralInRange<size_t>(0, p.choices.size() - 1)];
         break;
+      case veloxquant::ParamType::Text:
+        continue;  // a directory of calibration artifacts: nothing a fuzzer could make up
+
     }
     args.emplace_back(p.name, value);
   }
@@ -142,7 +146,9 @@ const veloxquant::LayerCodecs& cached_codecs(const veloxquant::Spec& spec, size_
   const std::string key = spec.to_string() + " dim=" + std::to_string(dim) + " seed=" + std::to_string(seed);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   if (cache.size() >= 64) cache.clear();  // bounds memory: a 4096-bit QJL sketch is 2 MB
-  return cache[key] = spec.method->make(spec.params, veloxquant::LayerShape{1, dim, 0, seed});
+  // A calibrated method gets tables fitted to a synthetic draw, so that its codes are fuzzed too.
+  return cache[key] = spec.method->make(
+             spec.params, veloxquant::with_synthetic_calibration(spec, veloxquant::LayerShape{1, dim, 0, seed}));
 }
 
 }  // namespace

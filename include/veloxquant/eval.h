@@ -18,8 +18,9 @@
 namespace veloxquant {
 
 struct EvalOptions {
-  // Specs; "all": every registered quantizer at its defaults, then every eviction policy alone
-  // (fp16 storage) at a budget of context/2. fp16 is always measured first.
+  // Specs; "all": every registered quantizer that needs no calibration at its defaults (name a
+  // calibrated one with its artifacts=DIR), then every eviction policy alone (fp16 storage) at a
+  // budget of context/2. fp16 is always measured first.
   std::vector<std::string> kv{"all"};
   size_t context = 0;  // tokens per perplexity chunk; 0: 2048, or the model's context when shorter
   size_t chunks = 8;

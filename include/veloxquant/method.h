@@ -16,6 +16,9 @@
 namespace veloxquant {
 
 class EvictionPolicy;  // src/cache/eviction/policy.h
+struct CalibrationArtifact;  // veloxquant/calibration.h
+struct CalibrationSamples;
+struct LayerCalibration;
 
 // What a method needs to know about the layer it compresses.
 struct LayerShape {
@@ -24,6 +27,9 @@ struct LayerShape {
   int layer = 0;       // mixed into random choices so layers get independent rotations
   uint64_t seed = 0;   // same seed, same bytes
   int layers = 1;      // layers of the model (eviction budgets that vary with depth)
+  // A calibrated method's fitted parameters for every layer (veloxquant/calibration.h); null
+  // until loaded from the spec's artifacts= directory or handed in by the caller.
+  std::shared_ptr<const CalibrationArtifact> calibration = nullptr;
 };
 
 // The codecs of one layer: one for keys, one for values, and how many of the most recent
@@ -52,6 +58,11 @@ struct MethodInfo {
   std::function<std::vector<int>(const Params&, int layers)> pair_leaders = {};
   std::function<PairCodecs(const Params&, const LayerShape&)> make_pair = {};
   bool cross_layer() const { return static_cast<bool>(make_pair); }
+  // Calibrated methods (kvquant_nuq) set fit: it turns one layer's calibration samples into the
+  // tables its make() reads back with layer_calibration() (veloxquant/calibration.h). make()
+  // without them throws an Error that says how to calibrate.
+  std::function<LayerCalibration(const Params&, const CalibrationSamples&)> fit = {};
+  bool calibrated() const { return static_cast<bool>(fit); }
 };
 
 // The quantizers (how tokens are stored) and the eviction policies (which tokens are kept).

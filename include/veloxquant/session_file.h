@@ -36,8 +36,9 @@ struct ModelIdentity {
 // that differs; "" when the identities are equal.
 std::string describe_differences(const ModelIdentity& expected, const ModelIdentity& found);
 
-// The checksum of a precomputed file a method reads (calibration, codebooks). No registered
-// method reads one yet, so every file lists none; a file that lists any is refused.
+// The checksum of a precomputed file a method reads: a calibrated method's artifact
+// (veloxquant/calibration.h), named by its file name in the spec's artifacts= directory. A session
+// is restored only when the artifact its spec loads now is the one it was saved with.
 struct MethodArtifact {
   std::string name;
   uint64_t bytes = 0;

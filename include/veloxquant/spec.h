@@ -8,7 +8,9 @@
 
 namespace veloxquant {
 
-enum class ParamType { Int, Float, Bool, Choice };
+// Text: a free string (a directory for artifacts=DIR), empty by default; an empty value is left
+// out of the canonical spec. It may not contain ',' '+' or '=', which the spec syntax uses.
+enum class ParamType { Int, Float, Bool, Choice, Text };
 
 // A method parameter: its type, default, allowed range (or choices) and one line of help.
 struct ParamDef {
@@ -25,7 +27,8 @@ struct ParamDef {
   static ParamDef boolean(std::string name, bool def, std::string help);
   static ParamDef choice(std::string name, std::vector<std::string> choices, std::string def,
                          std::string help);
-  // "2 (1..8)", "0.5 (0..1)", "true (true|false)", "mse (mse|fp16)"
+  static ParamDef text(std::string name, std::string help);
+  // "2 (1..8)", "0.5 (0..1)", "true (true|false)", "mse (mse|fp16)", "(none) (text)"
   std::string describe() const;
   std::string format_default() const;
 };
@@ -38,6 +41,7 @@ class Params {
   double get_float(std::string_view name) const;
   bool get_bool(std::string_view name) const;
   const std::string& get_choice(std::string_view name) const;
+  const std::string& get_text(std::string_view name) const;
   // Canonical text of a value ("2", "0.25", "true", "mse").
   std::string format(const ParamDef& def) const;
   bool operator==(const Params&) const = default;

@@ -10,6 +10,7 @@
 
 #include "arrays.h"
 #include "bindings.h"
+#include "veloxquant/calibration.h"
 #include "veloxquant/codec.h"
 #include "veloxquant/error.h"
 #include "veloxquant/method.h"
@@ -32,7 +33,8 @@ class StreamCodec {
       throw SpecError(fmt::format("stream='{}'; expected 'key' or 'value'", stream));
     }
     if (dim == 0) throw ShapeError("dim=0; expected the vector length, at least 1");
-    LayerCodecs codecs = spec.method->make(spec.params, LayerShape{1, dim, 0, seed, 1});
+    // A calibrated method reads its tables from the spec's artifacts= directory.
+    LayerCodecs codecs = spec.method->make(spec.params, with_calibration(spec, LayerShape{1, dim, 0, seed, 1}));
     prototype_ = std::move(stream == "key" ? codecs.key : codecs.value);
     codec_ = prototype_;
     spec_ = spec.to_string();

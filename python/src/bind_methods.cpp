@@ -19,6 +19,7 @@ const char* type_name(ParamType t) {
     case ParamType::Float: return "float";
     case ParamType::Bool: return "bool";
     case ParamType::Choice: return "choice";
+    case ParamType::Text: return "text";
   }
   return "?";
 }
@@ -46,7 +47,7 @@ void bind_methods(nb::module_& m) {
   nb::class_<ParamDef>(m, "Param", "A method parameter: type, default, allowed range or choices, help.")
       .def_ro("name", &ParamDef::name)
       .def_prop_ro("type", [](const ParamDef& p) { return type_name(p.type); },
-                   "'int', 'float', 'bool' or 'choice'")
+                   "'int', 'float', 'bool', 'choice' or 'text'")
       .def_prop_ro("default", &ParamDef::format_default, "the default as a spec writes it")
       .def_ro("min", &ParamDef::min, "inclusive lower bound (int and float)")
       .def_ro("max", &ParamDef::max, "inclusive upper bound (int and float)")
@@ -65,6 +66,8 @@ void bind_methods(nb::module_& m) {
                    "'quantizer' (how tokens are stored) or 'policy' (which tokens are kept)")
       .def_prop_ro("cross_layer", &MethodInfo::cross_layer,
                    "whether adjacent layers of a model share codes (minicache, xquant)")
+      .def_prop_ro("calibrated", &MethodInfo::calibrated,
+                   "whether its spec needs artifacts=DIR from `veloxquant calibrate` (kvquant_nuq)")
       .def_prop_ro("help", [](const MethodInfo& info) { return info.summary + "\n" + describe_params(info); },
                    "the summary and one line per parameter, as `veloxquant methods` prints them")
       .def("__repr__", [](const MethodInfo& info) { return "<Method " + info.name + ">"; });

@@ -5,7 +5,9 @@ import pytest
 
 import veloxquant as vq
 
-QUANTIZERS = [m.name for m in vq.methods() if m.kind == "quantizer"]
+# Calibrated methods (kvquant_nuq) need an artifact from `veloxquant calibrate`: the C++ suite
+# covers them (tests/calibration, tests/codecs/kvquant_test.cpp).
+QUANTIZERS = [m.name for m in vq.methods() if m.kind == "quantizer" and not m.calibrated]
 DIM = 128
 
 
@@ -132,6 +134,14 @@ def test_bad_construction_arguments():
         vq.Codec("kivi", stream="keys")
     with pytest.raises(vq.SpecError, match="kbits"):
         vq.Codec("kivi:kbits=3")
+
+
+def test_calibrated_codecs_say_how_to_calibrate():
+    calibrated = [m.name for m in vq.methods() if m.calibrated]
+    assert calibrated, "kvquant_nuq is calibrated"
+    for spec in calibrated:
+        with pytest.raises(vq.Error, match="needs calibration"):
+            vq.Codec(spec, dim=DIM)
 
 
 def test_fitted_codecs_need_fit_first():

@@ -7,6 +7,7 @@
 
 #include "cache/kv_cache_impl.h"
 #include "core/parallel.h"
+#include "veloxquant/calibration.h"
 #include "veloxquant/error.h"
 
 namespace veloxquant {
@@ -122,7 +123,8 @@ std::vector<std::unique_ptr<Codec>> fitted_codecs(const Codec& prototype,
 }  // namespace
 
 KVCache::Impl::Impl(Spec s, const LayerShape& sh, std::shared_ptr<CrossLayerCoordinator> coordinator)
-    : spec(std::move(s)), shape(sh), codecs(spec.method->make(spec.params, sh)), fp16(sh.head_dim),
+    : spec(std::move(s)), shape(with_calibration(spec, sh)), codecs(spec.method->make(spec.params, shape)),
+      fp16(sh.head_dim),
       keys(sh.kv_heads), values(sh.kv_heads) {
   salient = codecs.key->wants_attention() || codecs.value->wants_attention();
   if (salient) {

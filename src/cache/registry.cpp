@@ -5,6 +5,7 @@
 #include "codecs/gear/method.h"
 #include "codecs/kivi/method.h"
 #include "codecs/kivi_sink/method.h"
+#include "codecs/kvquant/method.h"
 #include "codecs/kitty/method.h"
 #include "codecs/minicache/method.h"
 #include "codecs/palu/method.h"
@@ -34,6 +35,7 @@ const std::vector<MethodInfo>& registered_methods() {
       cachegen_method(),
       gear_method(),
       kitty_method(),
+      kvquant_nuq_method(),
       zipcache_method(),
       palu_method(),
       svdq_method(),

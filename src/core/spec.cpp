@@ -80,12 +80,21 @@ ParamDef ParamDef::choice(std::string name, std::vector<std::string> choices, st
   return p;
 }
 
+ParamDef ParamDef::text(std::string name, std::string help) {
+  ParamDef p;
+  p.name = std::move(name);
+  p.type = ParamType::Text;
+  p.help = std::move(help);
+  return p;
+}
+
 std::string ParamDef::format_default() const {
   switch (type) {
     case ParamType::Int:
     case ParamType::Float: return format_value(type, default_value);
     case ParamType::Bool: return default_value != 0 ? "true" : "false";
     case ParamType::Choice: return default_choice;
+    case ParamType::Text: return default_choice.empty() ? "(none)" : default_choice;
   }
   return "";
 }
@@ -97,6 +106,7 @@ std::string ParamDef::describe() const {
       return format_default() + " (" + format_value(type, min) + ".." + format_value(type, max) + ")";
     case ParamType::Bool: return format_default() + " (true|false)";
     case ParamType::Choice: return default_choice + " (" + join(choices, "|") + ")";
+    case ParamType::Text: return format_default() + " (text)";
   }
   return "";
 }
@@ -121,12 +131,19 @@ const std::string& Params::get_choice(std::string_view name) const {
   return it->second;
 }
 
+const std::string& Params::get_text(std::string_view name) const {
+  auto it = strings.find(name);
+  if (it == strings.end()) throw SpecError("no text parameter '" + std::string(name) + "'");
+  return it->second;
+}
+
 std::string Params::format(const ParamDef& def) const {
   switch (def.type) {
     case ParamType::Int:
     case ParamType::Float: return format_value(def.type, get_float(def.name));
     case ParamType::Bool: return get_bool(def.name) ? "true" : "false";
     case ParamType::Choice: return get_choice(def.name);
+    case ParamType::Text: return get_text(def.name);
   }
   return "";
 }
@@ -163,7 +180,7 @@ Params resolve_params(const std::string& method, const std::vector<ParamDef>& de
                       const std::vector<std::pair<std::string, std::string>>& args) {
   Params p;
   for (const auto& d : defs) {
-    if (d.type == ParamType::Choice) p.strings[d.name] = d.default_choice;
+    if (d.type == ParamType::Choice || d.type == ParamType::Text) p.strings[d.name] = d.default_choice;
     else p.numbers[d.name] = d.default_value;
   }
   std::vector<std::string> seen;
@@ -219,6 +236,14 @@ Params resolve_params(const std::string& method, const std::vector<ParamDef>& de
         p.strings[name] = value;
         break;
       }
+      case ParamType::Text:
+        // The spec syntax splits on ',' and '+', so a value holding them could not be written
+        // back; '=' would make the canonical text ambiguous.
+        if (value.find_first_of(",+=") != std::string::npos) {
+          throw SpecError(where + " holds ',', '+' or '='; expected text without them");
+        }
+        p.strings[name] = value;
+        break;
     }
   }
   return p;
@@ -227,7 +252,13 @@ Params resolve_params(const std::string& method, const std::vector<ParamDef>& de
 std::string format_spec(const std::string& method, const std::vector<ParamDef>& defs,
                         const Params& p) {
   std::string s = method;
-  for (size_t i = 0; i < defs.size(); ++i) s += (i ? "," : ":") + defs[i].name + "=" + p.format(defs[i]);
+  bool first = true;
+  for (const ParamDef& d : defs) {
+    const std::string value = p.format(d);
+    if (d.type == ParamType::Text && value.empty()) continue;  // "name=" would not parse back
+    s += (first ? ":" : ",") + d.name + "=" + value;
+    first = false;
+  }
   return s;
 }
 

@@ -32,7 +32,9 @@ KVBenchResult run_kv_bench(const std::string& spec_text, const KVBenchOptions& o
   const size_t q_tokens = std::min(opt.q_tokens, opt.tokens);
   const SyntheticKV w =
       make_synthetic_kv(opt.tokens, opt.kv_heads, opt.head_dim, opt.q_per_kv, q_tokens, opt.seed);
-  LayerShape shape{opt.kv_heads, opt.head_dim, 0, opt.seed};
+  // A calibrated method is fitted to the workload's own statistics (its seed): in sample, as a
+  // synthetic workload has no other text from the same "model".
+  const LayerShape shape = with_synthetic_calibration(spec, {opt.kv_heads, opt.head_dim, 0, opt.seed}, opt.seed);
   KVCache cache(spec, shape);
   const size_t row = opt.kv_heads * opt.head_dim;
 

@@ -75,7 +75,9 @@ std::vector<std::string> expand_eval_specs(const std::vector<std::string>& args,
       named.push_back(arg);
       continue;
     }
-    for (const MethodInfo& m : registered_methods()) named.push_back(m.name);
+    // A calibrated method needs its artifact (artifacts=DIR from `calibrate`), named explicitly.
+    for (const MethodInfo& m : registered_methods())
+      if (!m.calibrated()) named.push_back(m.name);
     for (const MethodInfo& p : registered_policies())
       named.push_back(p.name + ":budget=" + std::to_string(policy_budget));
   }

@@ -29,7 +29,8 @@ struct MethodEvalOptions {
 };
 
 // The specs `eval --kv` names, canonical and without repeats, the fp16 baseline first (added when
-// missing). "all" stands for every registered quantizer at its defaults, then every eviction
+// missing). "all" stands for every registered quantizer that needs no calibration (a calibrated
+// one is named with its artifacts=DIR) at its defaults, then every eviction
 // policy alone (keeping its tokens in fp16) at its defaults but a budget of `policy_budget`
 // tokens: what a policy keeps decides retrieval, so the budget follows the context evaluated
 // (eval passes half of it) rather than a fixed default that a short context never reaches.

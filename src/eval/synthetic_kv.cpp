@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/rng.h"
+#include "veloxquant/calibration.h"
 
 namespace veloxquant {
 namespace {
@@ -111,6 +112,17 @@ std::vector<float> exact_attention(const float* q, size_t nq, size_t q_heads, co
     }
   }
   return out;
+}
+
+LayerShape with_synthetic_calibration(const Spec& spec, LayerShape shape, uint64_t seed) {
+  if (!spec.method->calibrated() || shape.calibration || !spec.params.get_text("artifacts").empty()) {
+    return shape;
+  }
+  constexpr size_t kTokens = 2048;
+  const SyntheticKV w = make_synthetic_kv(kTokens, shape.kv_heads, shape.head_dim, 1, 1, seed);
+  const CalibrationSamples samples{w.keys, w.values, kTokens, shape.kv_heads, shape.head_dim, 0};
+  shape.calibration = calibrate_on_samples(spec, samples, shape.layers);
+  return shape;
 }
 
 }  // namespace veloxquant

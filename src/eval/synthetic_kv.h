@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "veloxquant/method.h"
+
 namespace veloxquant {
 
 struct SyntheticKV {
@@ -21,6 +23,13 @@ SyntheticKV make_synthetic_kv(size_t tokens, size_t kv_heads, size_t head_dim, s
 
 // Exact causal attention in double precision on uncompressed f32 data (same conventions as
 // KVCache::attend): the ground truth that compressed attention is measured against.
+// `shape` with, for a calibrated spec that names no artifacts (veloxquant/calibration.h), a
+// calibration fitted to 2048 tokens of the synthetic workload drawn with `seed`, so that synthetic
+// benchmarks and tests build every method; else `shape` unchanged. A workload's channel
+// statistics come from its seed (another seed is another "model"): given the seed of the
+// workload it measures, the tables fit that workload's statistics, and its tokens, in sample.
+LayerShape with_synthetic_calibration(const Spec& spec, LayerShape shape, uint64_t seed = 0x5eed);
+
 std::vector<float> exact_attention(const float* q, size_t nq, size_t q_heads, const float* k,
                                    const float* v, size_t tokens, size_t kv_heads, size_t head_dim);
 

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "eval/synthetic_kv.h"
 #include "expect_error.h"
 #include "veloxquant/cache.h"
 #include "veloxquant/error.h"
@@ -21,7 +22,8 @@ constexpr size_t kHeads = 2, kDim = 16, kTokens = 3;
 
 class CacheBadNumbers : public ::testing::TestWithParam<std::string> {
  protected:
-  KVCache cache{GetParam(), LayerShape{kHeads, kDim, 5, 0}};
+  // Layer 5 of 6; a calibrated method gets tables fitted to a synthetic draw.
+  KVCache cache{GetParam(), with_synthetic_calibration(parse_spec(GetParam()), LayerShape{kHeads, kDim, 5, 0, 6})};
   std::vector<float> good = std::vector<float>(kTokens * kHeads * kDim, 0.25f);
 
   static TensorView view(const std::vector<float>& x) {

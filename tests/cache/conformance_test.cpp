@@ -21,6 +21,12 @@ namespace {
 
 constexpr size_t kHeads = 2, kGroup = 4;
 
+// The layer shape a method is built with here: a calibrated method (veloxquant/calibration.h)
+// gets tables fitted to an independent synthetic draw, not to the tokens it is checked on.
+LayerShape shape_for(const std::string& spec, size_t heads, size_t hd, uint64_t seed) {
+  return with_synthetic_calibration(parse_spec(spec), LayerShape{heads, hd, 0, seed});
+}
+
 // (method name, head_dim)
 class Conformance : public ::testing::TestWithParam<std::tuple<std::string, size_t>> {
  protected:
@@ -29,7 +35,7 @@ class Conformance : public ::testing::TestWithParam<std::tuple<std::string, size
   size_t dim() const { return std::get<1>(GetParam()); }
 
   static KVCache filled(const std::string& spec, const SyntheticKV& w, size_t chunk, uint64_t seed) {
-    KVCache cache(spec, LayerShape{w.kv_heads, w.head_dim, 0, seed});
+    KVCache cache(spec, shape_for(spec, w.kv_heads, w.head_dim, seed));
     const size_t row = w.kv_heads * w.head_dim;
     for (size_t t = 0; t < w.tokens; t += chunk) {
       const size_t n = std::min(chunk, w.tokens - t);
@@ -87,7 +93,7 @@ TEST_P(Conformance, AcceptsEveryDtypeAndKeepsShapes) {
     }
     const void* kp = t == DType::F32 ? static_cast<const void*>(w.keys.data()) : k16.data();
     const void* vp = t == DType::F32 ? static_cast<const void*>(w.values.data()) : v16.data();
-    KVCache cache(name(), LayerShape{kHeads, hd, 0, 7});
+    KVCache cache(name(), shape_for(name(), kHeads, hd, 7));
     cache.append(TensorView::of(kp, t, {w.tokens, kHeads, hd}), TensorView::of(vp, t, {w.tokens, kHeads, hd}));
     EXPECT_EQ(cache.tokens(), w.tokens);
     EXPECT_EQ(cache.decode_keys().size(), w.tokens * kHeads * hd);
@@ -117,8 +123,7 @@ std::vector<uint8_t> codes_written(const Codec& codec, const std::vector<float>&
 TEST_P(Conformance, CountsBytesExactly) {
   const size_t hd = dim();
   const Spec spec = parse_spec(name());
-  const LayerShape shape{kHeads, hd, 0, 5};
-  const LayerCodecs c = spec.method->make(spec.params, shape);
+  const LayerCodecs c = spec.method->make(spec.params, shape_for(name(), kHeads, hd, 5));
   for (size_t tokens : {1, 15, 64, 300, 1000}) {
     for (size_t chunk : {1, 7, 256}) {
       if (tokens > 300 && chunk == 1) continue;
@@ -158,7 +163,7 @@ TEST_P(Conformance, CountsBytesExactly) {
 TEST_P(Conformance, CodeBytesAreAdditive) {
   const size_t hd = dim();
   const Spec spec = parse_spec(name());
-  const LayerCodecs c = spec.method->make(spec.params, LayerShape{kHeads, hd, 0, 0});
+  const LayerCodecs c = spec.method->make(spec.params, shape_for(name(), kHeads, hd, 0));
   for (const Codec* codec : {c.key.get(), c.value.get()}) {
     const size_t b = codec->block_tokens();
     EXPECT_EQ(codec->code_bytes(0), 0u);
@@ -173,7 +178,7 @@ TEST_P(Conformance, CodeBytesAreAdditive) {
 TEST_P(Conformance, EncodedBlockBytesReadsOneBlock) {
   const size_t hd = dim();
   const Spec spec = parse_spec(name());
-  const LayerCodecs c = spec.method->make(spec.params, LayerShape{kHeads, hd, 0, 0});
+  const LayerCodecs c = spec.method->make(spec.params, shape_for(name(), kHeads, hd, 0));
   for (const Codec* prototype : {c.key.get(), c.value.get()}) {
     const size_t b = prototype->block_tokens();
     const SyntheticKV w = make_synthetic_kv(b, 1, hd, 1, 1, 6);
@@ -209,7 +214,7 @@ TEST_P(Conformance, SameSeedSameBytes) {
 TEST_P(Conformance, FitChangesNothingForTuningFreeCodecs) {
   const size_t hd = dim();
   const Spec spec = parse_spec(name());
-  const LayerCodecs c = spec.method->make(spec.params, LayerShape{kHeads, hd, 0, 4});
+  const LayerCodecs c = spec.method->make(spec.params, shape_for(name(), kHeads, hd, 4));
   const SyntheticKV w = make_synthetic_kv(64, 1, hd, 1, 1, 8);
   for (Codec* codec : {c.key.get(), c.value.get()}) {
     ASSERT_FALSE(codec->needs_fit());
@@ -224,7 +229,7 @@ TEST_P(Conformance, FitChangesNothingForTuningFreeCodecs) {
 
 TEST_P(Conformance, RejectsBadInput) {
   const size_t hd = dim();
-  KVCache cache(name(), LayerShape{kHeads, hd, 0, 0});
+  KVCache cache(name(), shape_for(name(), kHeads, hd, 0));
   std::vector<float> good(4 * kHeads * hd, 0.5f), bad = good;
   const auto view = [](const std::vector<float>& v, size_t t, size_t h, size_t d) {
     return TensorView::f32(v.data(), {t, h, d});

@@ -9,6 +9,7 @@
 #include <tuple>
 #include <vector>
 
+#include "eval/synthetic_kv.h"
 #include "veloxquant/method.h"
 
 namespace veloxquant {
@@ -22,7 +23,8 @@ class CodecBadNumbers : public ::testing::TestWithParam<std::tuple<std::string, 
   void SetUp() override {
     const auto& [name, dim, keys] = GetParam();
     const MethodInfo& m = find_method(name);
-    codecs = m.make(parse_spec(name).params, LayerShape{1, dim, 0, 7});
+    const Spec spec = parse_spec(name);
+    codecs = m.make(spec.params, with_synthetic_calibration(spec, LayerShape{1, dim, 0, 7}));
     codec = keys ? codecs.key.get() : codecs.value.get();
     n = 2 * codec->block_tokens();
   }

@@ -241,6 +241,8 @@ TEST(Spec, EveryRegisteredMethodRoundTripsAtDefaults) {
     EXPECT_EQ(parse_spec(text), s) << text;
     EXPECT_EQ(parse_spec(text).to_string(), text);
     for (const auto& p : m.params) {
+      // An empty text parameter (artifacts=) is left out: "name=" would not parse back.
+      if (p.type == ParamType::Text) continue;
       EXPECT_NE(text.find(p.name + "="), std::string::npos) << text;
     }
   }

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "eval/method_eval.h"
@@ -132,9 +134,13 @@ TEST(EvalReport, MarkdownHasARowPerMethodAndTheFrontInBold) {
   EXPECT_CONTAINS(md, "| `blind` | 100.0 % |");
 }
 
-TEST(EvalSpecs, AllIsEveryQuantizerThenEveryPolicyWithFp16First) {
+TEST(EvalSpecs, AllIsEveryUncalibratedQuantizerThenEveryPolicyWithFp16First) {
   const std::vector<std::string> specs = expand_eval_specs({"all"}, 256);
-  ASSERT_EQ(specs.size(), registered_methods().size() + registered_policies().size());
+  const auto calibrated = std::count_if(registered_methods().begin(), registered_methods().end(),
+                                        [](const MethodInfo& m) { return m.calibrated(); });
+  EXPECT_GE(calibrated, 1);  // kvquant_nuq
+  ASSERT_EQ(specs.size(), registered_methods().size() - static_cast<size_t>(calibrated) + registered_policies().size());
+  for (const std::string& spec : specs) EXPECT_FALSE(parse_spec(spec).method->calibrated()) << spec;
   EXPECT_EQ(specs.front(), parse_spec("fp16").to_string());
   // Policies alone, at the budget given.
   EXPECT_EQ(specs.back(), parse_spec(registered_policies().back().name + ":budget=256").to_string());

@@ -7,6 +7,7 @@
 
 #include <cstring>
 
+#include "calibrated_specs.h"
 #include "expect_error.h"
 #include "session_file_helpers.h"
 #include "veloxquant/method.h"
@@ -66,7 +67,9 @@ void expect_exact_round_trip(const Model& model, const std::string& spec,
 
 TEST(SessionFile, EveryMethodRoundTripsAndContinuesExactlyOnStories) {
   const std::vector<int32_t> prompt = test::stories_prompt();
-  for (const std::string& name : method_names()) expect_exact_round_trip(test::stories_model(), name, prompt);
+  for (const std::string& name : method_names()) {
+    expect_exact_round_trip(test::stories_model(), test::runnable_spec(test::stories_model(), name), prompt);
+  }
   // A small residual window, so that most tokens are in encoded blocks: for the cross-layer
   // methods, blocks shared by pairs of layers (stories260K's 5 layers: two pairs and one alone).
   expect_exact_round_trip(test::stories_model(), "kivi:residual=16", prompt);
@@ -79,7 +82,7 @@ TEST(SessionFile, EveryMethodRoundTripsAndContinuesExactlyOnFixtures) {
     SCOPED_TRACE(arch);
     const Model model = test::fixture_model(arch, 1);
     for (const std::string& name : method_names())
-      expect_exact_round_trip(model, name, test::long_prompt(model, 100), /*decoded=*/3);
+      expect_exact_round_trip(model, test::runnable_spec(model, name), test::long_prompt(model, 100), /*decoded=*/3);
   }
 }
 

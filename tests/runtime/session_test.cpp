@@ -7,6 +7,7 @@
 #include <cmath>
 #include <string>
 
+#include "calibrated_specs.h"
 #include "expect_error.h"
 #include "model_files.h"
 #include "veloxquant/method.h"
@@ -81,7 +82,7 @@ TEST(Session, EveryMethodRunsInsideTheModel) {
     for (const ParamDef& p : m.params)
       if (p.name == "residual") spec += ":residual=0";
     SCOPED_TRACE(spec);
-    Session s(stories(), SessionOptions{spec, 0});
+    Session s(stories(), SessionOptions{test::runnable_spec(stories(), spec), 0});
     const std::vector<int32_t> prompt = stories().tokenizer().encode(
         "Once upon a time, there was a little girl named Lily. She loved to play outside.", true);
     std::vector<float> logits = s.eval(prompt);

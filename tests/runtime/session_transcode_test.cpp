@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "calibrated_specs.h"
 #include "expect_error.h"
 #include "session_file_helpers.h"
 #include "veloxquant/method.h"
@@ -33,15 +34,16 @@ TEST(SessionTranscode, NewCachesAreTheMethodsEncodingOfTheDecodedCaches) {
   const std::vector<int32_t> prompt = test::long_prompt(test::stories_model(), 200);
   save_fp16(dir.file("fp16.vqs"), prompt);
   for (const MethodInfo& method : registered_methods()) {
-    SCOPED_TRACE(method.name);
-    transcode_session(read_session_file(dir.file("fp16.vqs")), method.name, dir.file("t.vqs"));
+    const std::string spec = test::runnable_spec(test::stories_model(), method.name);
+    SCOPED_TRACE(spec);
+    transcode_session(read_session_file(dir.file("fp16.vqs")), spec, dir.file("t.vqs"));
     const SessionFile source = read_session_file(dir.file("fp16.vqs"));
-    Session transcoded(test::stories_model(), {method.name, 0});
+    Session transcoded(test::stories_model(), {spec, 0});
     restore_session(transcoded, read_session_file(dir.file("t.vqs")));
     Session fp16(test::stories_model(), {"fp16", 0});
     restore_session(fp16, read_session_file(dir.file("fp16.vqs")));
     // All layers built together, as transcode does: a cross-layer method pairs them.
-    std::vector<KVCache> expected = make_layer_caches(parse_spec(method.name), fp16.caches()[0].shape(),
+    std::vector<KVCache> expected = make_layer_caches(parse_spec(spec), fp16.caches()[0].shape(),
                                                       static_cast<int>(fp16.caches().size()));
     for (size_t l = 0; l < fp16.caches().size(); ++l) {
       const KVCache& from = fp16.caches()[l];
@@ -85,9 +87,10 @@ TEST(SessionTranscode, ContinuingTracksAFreshRunOfTheMethod) {
   const std::vector<int32_t> prompt = test::stories_prompt();
   save_fp16(dir.file("fp16.vqs"), prompt);
   for (const MethodInfo& method : registered_methods()) {
-    SCOPED_TRACE(method.name);
-    transcode_session(read_session_file(dir.file("fp16.vqs")), method.name, dir.file("t.vqs"));
-    Session transcoded(model, {method.name, 0}), fresh(model, {method.name, 0}), fp16(model, {"fp16", 0});
+    const std::string spec = test::runnable_spec(model, method.name);
+    SCOPED_TRACE(spec);
+    transcode_session(read_session_file(dir.file("fp16.vqs")), spec, dir.file("t.vqs"));
+    Session transcoded(model, {spec, 0}), fresh(model, {spec, 0}), fp16(model, {"fp16", 0});
     restore_session(transcoded, read_session_file(dir.file("t.vqs")));
     restore_session(fp16, read_session_file(dir.file("fp16.vqs")));
     std::vector<float> fresh_logits = fresh.eval(prompt);

@@ -111,7 +111,8 @@ Command add_eval_command(CLI::App& app) {
       ->required()
       ->each([a](const std::string& path) { a->options.text_name = path; });
   cmd->add_option("--kv", a->options.kv,
-                  "method specs, space-separated; `all`: every registered quantizer at its defaults, "
+                  "method specs, space-separated; `all`: every registered quantizer at its defaults (a "
+                  "calibrated one, such as kvquant_nuq, is named with its artifacts=DIR), "
                   "then every eviction policy alone (fp16 storage) at a budget of ctx/2 tokens; fp16 "
                   "is always measured first")
       ->capture_default_str();

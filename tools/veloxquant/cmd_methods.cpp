@@ -15,8 +15,11 @@ namespace {
 
 constexpr size_t kTokens = 4096, kDim = 128;
 
+// A calibrated method is fitted to a synthetic draw (its layout, and so its bits, do not depend
+// on the tables).
 LayerCodecs default_codecs(const MethodInfo& m) {
-  return m.make(parse_spec(m.name).params, LayerShape{1, kDim, 0, 0});
+  const Spec spec = parse_spec(m.name);
+  return m.make(spec.params, with_synthetic_calibration(spec, LayerShape{1, kDim, 0, 0}));
 }
 
 // The bytes of the codes of the first n tokens of `x` ([tokens, kDim]): code_bytes(n) for a

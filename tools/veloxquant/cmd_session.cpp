@@ -29,7 +29,11 @@ void print_info(const std::string& path) {
   fmt::print("weights hash:   0x{:016x}\n", m.weights_hash);
   fmt::print("tokenizer hash: 0x{:016x}\n", m.tokenizer_hash);
   fmt::print("kv spec:        {} (codec seed {})\n", f.kv_spec, f.codec_seed);
-  fmt::print("artifacts:      {}\n", f.artifacts.empty() ? "none" : fmt::format("{}", f.artifacts.size()));
+  std::string artifacts;
+  for (const MethodArtifact& a : f.artifacts) {
+    artifacts += fmt::format("{}{} ({} bytes, XXH64 0x{:016x})", artifacts.empty() ? "" : ", ", a.name, a.bytes, a.xxh64);
+  }
+  fmt::print("artifacts:      {}\n", artifacts.empty() ? "none" : artifacts);
   fmt::print("tokens:         {}\n", f.tokens.size());
   fmt::print("cache:          {} bytes of codes and fp16 tails, {:.2f}x smaller than fp16 (codec "
              "state is rebuilt from the spec)\n", grouped(stored),

@@ -17,5 +17,6 @@ Command add_perplexity_command(CLI::App& app);
 Command add_recall_command(CLI::App& app);
 Command add_session_command(CLI::App& app);
 Command add_eval_command(CLI::App& app);
+Command add_calibrate_command(CLI::App& app);
 
 }  // namespace veloxquant::cli

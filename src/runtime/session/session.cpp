@@ -11,8 +11,10 @@
 #include "cache/eviction/squeeze_budgets.h"
 #include "runtime/model/model_impl.h"
 #include "veloxquant/cache.h"
+#include "veloxquant/calibration.h"
 #include "veloxquant/model.h"
 #include "veloxquant/observer.h"
+#include "veloxquant/session_file.h"
 
 namespace veloxquant {
 namespace {
@@ -72,6 +74,8 @@ struct Session::Impl {
   size_t context = 0;
   size_t position = 0;
   std::vector<KVCache> caches;
+  // A calibrated spec's artifact, read and checked against the model once for every layer.
+  std::shared_ptr<const CalibrationArtifact> calibration;
   std::vector<int32_t> history;  // the tokens evaluated so far, one per position
   // Activations of one micro-batch, reused across calls.
   std::vector<float> x, h, q, k, v, attn, proj, gate, up;
@@ -85,13 +89,20 @@ struct Session::Impl {
   Impl(Model m, SessionOptions o) : model(std::move(m)), options(std::move(o)) {
     const ModelConfig& c = model.config();
     context = options.context ? options.context : c.context_length;
-    make_caches(parse_spec(options.kv_spec));
+    const Spec spec = parse_spec(options.kv_spec);
+    if (spec.method->calibrated() && !spec.params.get_text("artifacts").empty()) {
+      calibration = load_calibration(spec.params.get_text("artifacts"), spec);
+      check_calibration_model(*calibration, ModelIdentity::of(model));
+    }
+    make_caches(spec);
   }
 
   void make_caches(const Spec& spec) {
     const ModelConfig& c = model.config();
     caches.clear();
-    caches = make_layer_caches(spec, LayerShape{c.kv_heads, c.head_dim, 0, 0}, static_cast<int>(c.layers));
+    LayerShape shape{c.kv_heads, c.head_dim, 0, 0};
+    shape.calibration = calibration;
+    caches = make_layer_caches(spec, shape, static_cast<int>(c.layers));
     importance.assign(caches.front().wants_layer_importance() ? c.layers : 0, 0.0);
     importance_set = false;
   }

@@ -34,15 +34,21 @@ struct Header {
   uint64_t codec_seed;
   std::span<const int32_t> tokens;
   std::span<const float> logits;
+  std::span<const MethodArtifact> artifacts;
 };
 
 // Writes a whole file atomically (temporary file, fsync, rename). REQUIRES: one cache per layer
 // of header.model, each holding header.tokens.size() tokens.
 void write_session(const std::string& path, const Header& header, std::span<const KVCache> caches);
 
+// The artifacts a cache's method reads (its calibration file), as a session file lists them.
+std::vector<MethodArtifact> artifacts_of(const KVCache& cache);
+
 // One cache per layer from the parsed streams, each checked against its codecs (FormatError
-// naming the layer and stream otherwise).
+// naming the layer and stream otherwise). Throws Error naming both when the artifact the spec
+// loads now is not the one the file lists.
 std::vector<KVCache> rebuild_caches(std::vector<SessionFile::Layer> layers, const Spec& spec,
-                                    uint64_t codec_seed, const ModelIdentity& model);
+                                    uint64_t codec_seed, const ModelIdentity& model,
+                                    const std::vector<MethodArtifact>& artifacts);
 
 }  // namespace veloxquant::session_file

@@ -9,124 +9,11 @@
 
 #include "core/xxhash64.h"
 #include "runtime/session_file/format.h"
+#include "runtime/session_file/sections.h"
 #include "veloxquant/error.h"
 
 namespace veloxquant::session_file {
 namespace {
-
-// A section's payload, read front to back; every read is checked against what is left.
-class PayloadReader {
- public:
-  PayloadReader(std::span<const uint8_t> payload, std::string name)
-      : bytes_(payload), name_(std::move(name)) {}
-
-  std::span<const uint8_t> take(uint64_t n, std::string_view what) {
-    if (n > bytes_.size() - pos_) {
-      throw FormatError(fmt::format("{}: {} needs {} bytes, but only {} of the section are left",
-                                    name_, what, n, bytes_.size() - pos_));
-    }
-    const auto out = bytes_.subspan(pos_, n);
-    pos_ += n;
-    return out;
-  }
-  template <class T>
-  T read(std::string_view what) {
-    T v;
-    std::memcpy(&v, take(sizeof v, what).data(), sizeof v);
-    return v;
-  }
-  std::string read_string(std::string_view what) {
-    const uint32_t n = read<uint32_t>(fmt::format("the length of {}", what));
-    const auto b = take(n, what);
-    return {reinterpret_cast<const char*>(b.data()), b.size()};
-  }
-  uint64_t left() const { return bytes_.size() - pos_; }
-  void expect_end() const {
-    if (left() != 0) {
-      throw FormatError(fmt::format("{}: {} bytes are left after its last field; expected none",
-                                    name_, left()));
-    }
-  }
-  const std::string& name() const { return name_; }
-
- private:
-  std::span<const uint8_t> bytes_;
-  uint64_t pos_ = 0;
-  std::string name_;
-};
-
-// The sections of a file image, in order.
-class SectionCursor {
- public:
-  SectionCursor(std::span<const uint8_t> file, std::vector<SessionSection>& sections)
-      : file_(file), sections_(sections) {}
-
-  // The next section's payload, whose tag must be `tag`. `label` names it in messages.
-  PayloadReader next(std::string_view tag, std::string label) {
-    const uint64_t at = pos_, left = file_.size() - pos_;
-    if (left < 12) {
-      throw FormatError(fmt::format("the file ends at byte {} where {} was expected (truncated)",
-                                    file_.size(), label));
-    }
-    const std::string_view found{reinterpret_cast<const char*>(file_.data() + at), 4};
-    if (found != tag) {
-      throw FormatError(fmt::format("byte {}: expected {} (tag '{}'), found tag '{}'", at, label, tag,
-                                    printable(found)));
-    }
-    uint64_t payload;
-    std::memcpy(&payload, file_.data() + at + 4, 8);
-    if (left < kFramingBytes || payload > left - kFramingBytes) {
-      throw FormatError(fmt::format("{} at byte {} declares {} payload bytes, but {} bytes follow "
-                                    "its header; expected {} (truncated or corrupt)", label, at,
-                                    payload, left - 12, payload + 8));
-    }
-    const auto framed = file_.subspan(at, 12 + payload);
-    uint64_t stored;
-    std::memcpy(&stored, file_.data() + at + 12 + payload, 8);
-    const uint64_t computed = xxhash64(framed);
-    if (stored != computed) {
-      throw FormatError(fmt::format("{} at byte {} is corrupt: its XXH64 is 0x{:016x}, the file "
-                                    "records 0x{:016x}", label, at, computed, stored));
-    }
-    pos_ = at + kFramingBytes + payload;
-    sections_.push_back({std::string(tag), at, kFramingBytes + payload});
-    return PayloadReader(framed.subspan(12), std::move(label));
-  }
-
-  void expect_end() const {
-    if (pos_ != file_.size()) {
-      throw FormatError(fmt::format("{} unexpected bytes follow the last layer at byte {}; expected "
-                                    "the file to end there", file_.size() - pos_, pos_));
-    }
-  }
-
- private:
-  static std::string printable(std::string_view s) {
-    std::string out;
-    for (char c : s) out += c >= 0x20 && c < 0x7f ? std::string(1, c) : fmt::format("\\x{:02x}", static_cast<uint8_t>(c));
-    return out;
-  }
-
-  std::span<const uint8_t> file_;
-  std::vector<SessionSection>& sections_;
-  uint64_t pos_ = kHeaderBytes;
-};
-
-ModelIdentity read_model(PayloadReader r) {
-  ModelIdentity m;
-  m.architecture = r.read_string("the architecture");
-  for (uint32_t* field : {&m.layers, &m.heads, &m.kv_heads, &m.head_dim, &m.embedding,
-                          &m.feed_forward, &m.vocab, &m.context_length})
-    *field = r.read<uint32_t>("the model's shape");
-  m.weights_hash = r.read<uint64_t>("the weights hash");
-  m.tokenizer_hash = r.read<uint64_t>("the tokenizer hash");
-  r.expect_end();
-  if (m.layers == 0 || m.kv_heads == 0 || m.head_dim == 0 || m.vocab == 0) {
-    throw FormatError(fmt::format("{}: layers {}, kv_heads {}, head_dim {}, vocab {}; expected each "
-                                  ">= 1", r.name(), m.layers, m.kv_heads, m.head_dim, m.vocab));
-  }
-  return m;
-}
 
 std::vector<MethodArtifact> read_artifacts(PayloadReader r, const std::string& spec) {
   const uint32_t count = r.read<uint32_t>("the artifact count");
@@ -139,9 +26,11 @@ std::vector<MethodArtifact> read_artifacts(PayloadReader r, const std::string& s
     artifacts.push_back(std::move(a));
   }
   r.expect_end();
-  if (!artifacts.empty()) {
-    throw FormatError(fmt::format("{}: lists {} method artifact(s), the first '{}'; kv spec '{}' "
-                                  "reads none", r.name(), artifacts.size(), artifacts[0].name, spec));
+  // A spec reads one artifact at most (a calibrated method's): which one is checked when the
+  // caches are rebuilt, against what the spec loads then.
+  if (artifacts.size() > 1) {
+    throw FormatError(fmt::format("{}: lists {} method artifacts, the first '{}'; kv spec '{}' reads "
+                                  "one at most", r.name(), artifacts.size(), artifacts[0].name, spec));
   }
   return artifacts;
 }
@@ -259,7 +148,7 @@ SessionFile parse_session_file(std::span<const uint8_t> bytes) {
     const std::string label = fmt::format("the section of layer {} (LAYR)", l);
     f.layers.push_back(read_layer(sections.next(kLayerTag, label), l, f.tokens.size(), f.model));
   }
-  sections.expect_end();
+  sections.expect_end("the last layer");
   return f;
 }
 

@@ -3,16 +3,36 @@
 #include <fmt/format.h>
 
 #include "runtime/session_file/format.h"
+#include "veloxquant/calibration.h"
 #include "veloxquant/error.h"
 
 namespace veloxquant::session_file {
 
+namespace {
+
+std::string describe(const std::vector<MethodArtifact>& artifacts) {
+  if (artifacts.empty()) return "none";
+  const MethodArtifact& a = artifacts.front();
+  return fmt::format("'{}' ({} bytes, XXH64 0x{:016x})", a.name, a.bytes, a.xxh64);
+}
+
+}  // namespace
+
 std::vector<KVCache> rebuild_caches(std::vector<SessionFile::Layer> layers, const Spec& spec,
-                                    uint64_t codec_seed, const ModelIdentity& model) {
+                                    uint64_t codec_seed, const ModelIdentity& model,
+                                    const std::vector<MethodArtifact>& artifacts) {
   // Built together, so that the layers of a cross-layer spec are paired again; restored in layer
   // order, so that a follower is checked against its restored leader.
   std::vector<KVCache> caches = make_layer_caches(
       spec, LayerShape{model.kv_heads, model.head_dim, 0, codec_seed}, static_cast<int>(layers.size()));
+  const std::vector<MethodArtifact> now = artifacts_of(caches.front());
+  const bool same = now.size() == artifacts.size() &&
+                    (now.empty() || (now[0].name == artifacts[0].name && now[0].bytes == artifacts[0].bytes &&
+                                     now[0].xxh64 == artifacts[0].xxh64));
+  if (!same) {
+    throw Error(fmt::format("the session was saved with another calibration artifact: the spec loads "
+                            "{} now, the file lists {}", describe(now), describe(artifacts)));
+  }
   for (size_t l = 0; l < layers.size(); ++l) {
     try {
       caches[l].restore(std::move(layers[l].keys), std::move(layers[l].values));
@@ -45,7 +65,7 @@ std::vector<float> restore_session(Session& session, SessionFile file) {
                             file.tokens.size(), session.context()));
   }
   std::vector<KVCache> caches = session_file::rebuild_caches(std::move(file.layers), current.spec(),
-                                                             file.codec_seed, file.model);
+                                                             file.codec_seed, file.model, file.artifacts);
   session.restore(std::move(file.tokens), std::move(caches));
   return std::move(file.logits);
 }
@@ -57,9 +77,10 @@ void transcode_session(SessionFile file, std::string_view kv_spec, const std::st
                 "hold an eviction policy's state; expected a spec without a policy");
   }
   const std::vector<KVCache> source = session_file::rebuild_caches(
-      std::move(file.layers), parse_spec(file.kv_spec), file.codec_seed, file.model);
-  std::vector<KVCache> caches =
-      make_layer_caches(target, source.front().shape(), static_cast<int>(source.size()));
+      std::move(file.layers), parse_spec(file.kv_spec), file.codec_seed, file.model, file.artifacts);
+  LayerShape shape = source.front().shape();
+  shape.calibration = nullptr;  // the target loads its own, if it is calibrated
+  std::vector<KVCache> caches = make_layer_caches(target, shape, static_cast<int>(source.size()));
   const size_t n = file.tokens.size(), h = file.model.kv_heads, d = file.model.head_dim;
   for (size_t l = 0; l < source.size(); ++l) {
     // Both are [tokens, kv_heads, head_dim]; the keys are already rotated (RoPE), so they go
@@ -69,8 +90,9 @@ void transcode_session(SessionFile file, std::string_view kv_spec, const std::st
   }
   // Held blocks (a saliency codec's, a cross-layer pair's) are encoded now, as after a step.
   for (KVCache& cache : caches) cache.finish_step();
+  const std::vector<MethodArtifact> artifacts = session_file::artifacts_of(caches.front());
   session_file::write_session(out, {file.model, target.to_string(), file.codec_seed, file.tokens,
-                                    file.logits}, caches);
+                                    file.logits, artifacts}, caches);
 }
 
 }  // namespace veloxquant

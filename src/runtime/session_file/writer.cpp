@@ -8,41 +8,12 @@
 #include "core/xxhash64.h"
 #include "runtime/session_file/atomic_file.h"
 #include "runtime/session_file/format.h"
+#include "runtime/session_file/sections.h"
+#include "veloxquant/calibration.h"
 #include "veloxquant/error.h"
 
 namespace veloxquant::session_file {
 namespace {
-
-class SectionBuilder {
- public:
-  explicit SectionBuilder(std::string_view tag, size_t payload_hint = 0) {
-    bytes_.reserve(kFramingBytes + payload_hint);
-    bytes_.insert(bytes_.end(), tag.begin(), tag.end());
-    put<uint64_t>(0);  // payload length, set by finish()
-  }
-  template <class T>
-  void put(T v) {
-    put_bytes({reinterpret_cast<const uint8_t*>(&v), sizeof v});
-  }
-  void put_bytes(std::span<const uint8_t> b) { bytes_.insert(bytes_.end(), b.begin(), b.end()); }
-  template <class T>
-  void put_array(std::span<const T> values) {
-    put_bytes({reinterpret_cast<const uint8_t*>(values.data()), values.size_bytes()});
-  }
-  void put_string(std::string_view s) {
-    put(static_cast<uint32_t>(s.size()));
-    put_bytes({reinterpret_cast<const uint8_t*>(s.data()), s.size()});
-  }
-  std::span<const uint8_t> finish() {
-    const uint64_t payload = bytes_.size() - 12;
-    std::memcpy(bytes_.data() + 4, &payload, 8);
-    put(xxhash64(bytes_));
-    return bytes_;
-  }
-
- private:
-  std::vector<uint8_t> bytes_;
-};
 
 void put_stream(SectionBuilder& s, const CacheStream& stream) {
   s.put<uint64_t>(stream.state.size());
@@ -63,6 +34,12 @@ size_t layer_bytes(const KVCache& cache) {
 
 }  // namespace
 
+std::vector<MethodArtifact> artifacts_of(const KVCache& cache) {
+  const CalibrationArtifact* a = cache.shape().calibration.get();
+  if (a == nullptr) return {};
+  return {MethodArtifact{a->file_name, a->file_bytes, a->file_xxh64}};
+}
+
 void write_session(const std::string& path, const Header& h, std::span<const KVCache> caches) {
   AtomicFile out(path);
   const uint32_t version = kSessionFormatVersion;
@@ -70,12 +47,7 @@ void write_session(const std::string& path, const Header& h, std::span<const KVC
   out.write({reinterpret_cast<const uint8_t*>(&version), 4});
 
   SectionBuilder model(kModelTag);
-  model.put_string(h.model.architecture);
-  for (uint32_t v : {h.model.layers, h.model.heads, h.model.kv_heads, h.model.head_dim,
-                     h.model.embedding, h.model.feed_forward, h.model.vocab, h.model.context_length})
-    model.put(v);
-  model.put(h.model.weights_hash);
-  model.put(h.model.tokenizer_hash);
+  put_model(model, h.model);
   out.write(model.finish());
 
   SectionBuilder spec(kSpecTag);
@@ -84,7 +56,12 @@ void write_session(const std::string& path, const Header& h, std::span<const KVC
   out.write(spec.finish());
 
   SectionBuilder artifacts(kArtifactsTag);
-  artifacts.put<uint32_t>(0);  // no registered method reads artifacts yet
+  artifacts.put(static_cast<uint32_t>(h.artifacts.size()));
+  for (const MethodArtifact& a : h.artifacts) {
+    artifacts.put_string(a.name);
+    artifacts.put(a.bytes);
+    artifacts.put(a.xxh64);
+  }
   out.write(artifacts.finish());
 
   SectionBuilder tokens(kTokensTag, 8 + h.tokens.size_bytes());
@@ -126,8 +103,9 @@ void save_session(const Session& session, std::span<const float> last_logits, co
                 "without a policy");
   }
   const ModelIdentity model = ModelIdentity::of(session.model());
+  const std::vector<MethodArtifact> artifacts = session_file::artifacts_of(first);
   session_file::write_session(path, {model, first.spec().to_string(), first.shape().seed,
-                                     session.tokens(), last_logits}, session.caches());
+                                     session.tokens(), last_logits, artifacts}, session.caches());
 }
 
 }  // namespace veloxquant

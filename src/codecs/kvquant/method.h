@@ -1,0 +1,5 @@
+#pragma once
+#include "veloxquant/method.h"
+namespace veloxquant {
+MethodInfo kvquant_nuq_method();
+}

@@ -1,0 +1,61 @@
+// `veloxquant calibrate`: runs a model over calibration text, fits a calibrated method's
+// parameters to the keys and values its layers receive, and saves them as DIR/METHOD.vqcal for
+// specs to load with artifacts=DIR.
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "commands.h"
+#include "run_stats.h"
+#include "veloxquant/calibration.h"
+#include "veloxquant/model.h"
+
+namespace veloxquant::cli {
+namespace {
+
+struct CalibrateArgs {
+  std::string model, file, kv, out;
+  CalibrateOptions options;
+  int threads = 1;
+};
+
+void run(const CalibrateArgs& a) {
+  omp_set_num_threads(a.threads);
+  const Spec spec = parse_spec(a.kv);
+  // A spec naming artifacts already would be read, not written: say which directory is meant.
+  if (spec.method->calibrated() && !spec.params.get_text("artifacts").empty()) {
+    throw Error(fmt::format("calibrate writes the artifacts to -o DIR; expected --kv without "
+                            "artifacts=, got '{}'", a.kv));
+  }
+  const Model model = Model::load(a.model);
+  const auto start = std::chrono::steady_clock::now();
+  const CalibrationArtifact artifact = calibrate(model, read_text(a.file), spec, a.options);
+  save_calibration(artifact, a.out);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  fmt::print("calibrated {} on {} tokens of {} ({} layers x {} KV heads x {}) in {:.1f} s\n",
+             artifact.spec, grouped(artifact.tokens), a.file, artifact.layers.size(), artifact.kv_heads,
+             artifact.head_dim, seconds);
+  fmt::print("saved {}; use it with --kv {},artifacts={}\n", calibration_path(a.out, spec.method->name),
+             artifact.spec, a.out);
+}
+
+}  // namespace
+
+Command add_calibrate_command(CLI::App& app) {
+  auto a = std::make_shared<CalibrateArgs>();
+  auto* cmd = app.add_subcommand(
+      "calibrate", "Fit a calibrated method (codebooks, ranges, ...) to a model's keys and values over "
+                   "a text, and save them for specs to load with artifacts=DIR");
+  cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
+  cmd->add_option("-f,--file", a->file, "calibration text file")->required();
+  cmd->add_option("--kv", a->kv, "the calibrated method's spec, e.g. kvquant_nuq:bits=3")->required();
+  cmd->add_option("-o,--out", a->out, "directory the artifact is written to (DIR/METHOD.vqcal)")->required();
+  cmd->add_option("-c,--ctx", a->options.context, "tokens per chunk the model runs")
+      ->capture_default_str()->check(CLI::Range(2, 1 << 20));
+  cmd->add_option("--max-tokens", a->options.max_tokens, "calibration tokens used at most (0: the whole text)")
+      ->capture_default_str();
+  add_threads_option(cmd, a->threads);
+  return [a] { run(*a); };
+}
+
+}  // namespace veloxquant::cli
