@@ -106,6 +106,10 @@ class KVCache {
   const Spec& spec() const;
   const LayerShape& shape() const;
 
+  // True when make_layer_caches() built this cache with the other layers of a cross-layer spec:
+  // what it stores depends on its partner's, so it is saved and restored with all of them.
+  bool cross_layer() const;
+
   // One stream per KV head, as stored.
   const std::vector<CacheStream>& key_streams() const;
   const std::vector<CacheStream>& value_streams() const;

@@ -96,4 +96,20 @@ std::vector<float> restore_session(Session& session, SessionFile file);
 // appended as they are (no second rotation). Writes OUT like save_session.
 void transcode_session(SessionFile file, std::string_view kv_spec, const std::string& out);
 
+// Cache files: the caches of one or more layers without a model (the Python package's
+// Cache.save and save_caches): spec, shape, codec seed, the artifact a calibrated spec read, and
+// every stream, framed and checksummed like session files and written atomically. docs/sessions.md
+// has the format.
+inline constexpr uint32_t kCacheFileVersion = 1;
+// `caches`: one cache built alone, or a model's layers as make_layer_caches() builds them (layer l
+// at index l). Throws Error naming the problem when the list is empty, the caches differ in spec,
+// seed, shape or tokens, one evicts (a policy's state is not saved), or a lone cache is one layer
+// of a cross-layer group.
+void save_caches(std::span<const KVCache> caches, const std::string& path);
+void save_caches(std::span<const KVCache* const> caches, const std::string& path);
+// The caches saved at PATH, rebuilt and restored byte for byte. Throws FormatError (prefixed with
+// "cache file 'PATH': ") naming the first field that is truncated, corrupt or inconsistent with
+// the spec's codecs, and Error when the spec's calibration artifact is not the one saved.
+std::vector<KVCache> load_caches(const std::string& path);
+
 }  // namespace veloxquant

@@ -9,6 +9,7 @@
 #include "bindings.h"
 #include "veloxquant/cache.h"
 #include "veloxquant/error.h"
+#include "veloxquant/session_file.h"
 
 namespace nb = nanobind;
 
@@ -35,6 +36,13 @@ FloatArray decoded(std::vector<float> x, const KVCache& cache) {
 }  // namespace
 
 void bind_cache(nb::module_& m) {
+  m.def("save_caches",
+        [](const std::vector<const KVCache*>& caches, const std::string& path) { save_caches(caches, path); },
+        nb::arg("caches"), nb::arg("path"),
+        "Saves the caches of a model's layers, as Cache.for_layers built them (or one Cache), to "
+        "path; load_caches reads them back.");
+  m.def("load_caches", [](const std::string& path) { return load_caches(path); }, nb::arg("path"),
+        "The caches saved at path (save_caches or Cache.save), a list with one per layer.");
   nb::class_<KVCache>(m, "Cache",
                       "The compressed KV cache of one attention layer: append keys and values, "
                       "attend for queries (grouped-query, causal), exact stored bytes.")
@@ -100,6 +108,25 @@ void bind_cache(nb::module_& m) {
       .def_prop_ro("key_nbytes", &KVCache::key_bytes)
       .def_prop_ro("value_nbytes", &KVCache::value_bytes)
       .def_prop_ro("fp16_nbytes", &KVCache::fp16_bytes, "what an fp16 cache would store")
+      .def("save", [](const KVCache& c, const std::string& path) {
+             const KVCache* one = &c;
+             save_caches(std::span<const KVCache* const>(&one, 1), path);
+           },
+           nb::arg("path"),
+           "Saves this cache to path (written to a temporary file, then renamed over path): spec, "
+           "shape, seed and every stored byte. A layer of a cross-layer group (for_layers) is saved "
+           "with its group: veloxquant.save_caches. Raises Error when the spec evicts.")
+      .def_static("load", [](const std::string& path) {
+             std::vector<KVCache> caches = load_caches(path);
+             if (caches.size() != 1) {
+               throw Error(fmt::format("cache file '{}' holds {} layers; load it with veloxquant.load_caches",
+                                       path, caches.size()));
+             }
+             return std::move(caches.front());
+           },
+           nb::arg("path"),
+           "The cache saved at path, byte for byte. Raises Error naming the file and the first "
+           "field that is truncated, corrupt or inconsistent.")
       .def("__repr__", [](const KVCache& c) {
         return fmt::format("<Cache {} tokens={} nbytes={}>", c.spec().to_string(), c.tokens(), c.bytes());
       });

@@ -165,3 +165,53 @@ def test_bad_arguments():
     cache = vq.Cache("fp16", kv_heads=1, head_dim=HEAD_DIM)
     with pytest.raises(vq.Error, match="path='fast'; expected 'auto'"):
         cache.attend(np.zeros((1, 1, HEAD_DIM), np.float32), path="fast")
+
+
+def test_a_saved_cache_loads_byte_for_byte(tmp_path):
+    rng = np.random.default_rng(5)
+    cache = vq.Cache("kivi", kv_heads=2, head_dim=64, layer=3, seed=9)
+    cache.append(rng.standard_normal((300, 2, 64), dtype=np.float32), rng.standard_normal((300, 2, 64), dtype=np.float32))
+    path = tmp_path / "one.vqc"
+    cache.save(str(path))
+    loaded = vq.Cache.load(str(path))
+    assert (loaded.spec, loaded.tokens, loaded.nbytes) == (cache.spec, cache.tokens, cache.nbytes)
+    q = rng.standard_normal((1, 4, 64), dtype=np.float32)
+    np.testing.assert_array_equal(loaded.attend(q), cache.attend(q))
+    np.testing.assert_array_equal(loaded.decode_keys(), cache.decode_keys())
+
+
+def test_a_cross_layer_group_is_saved_and_loaded_whole(tmp_path):
+    rng = np.random.default_rng(6)
+    layers = vq.Cache.for_layers("minicache:start=0", layers=4, kv_heads=1, head_dim=64)
+    for c in layers:
+        c.append(rng.standard_normal((200, 1, 64), dtype=np.float32), rng.standard_normal((200, 1, 64), dtype=np.float32))
+    for c in layers:
+        c.finish_step()
+    path = tmp_path / "group.vqc"
+    vq.save_caches(layers, str(path))
+    loaded = vq.load_caches(str(path))
+    assert [c.nbytes for c in loaded] == [c.nbytes for c in layers]
+    for a, b in zip(loaded, layers):
+        np.testing.assert_array_equal(a.decode_values(), b.decode_values())
+    with pytest.raises(vq.Error, match="1 of the 4 layers"):
+        layers[0].save(str(path))
+    with pytest.raises(vq.Error, match="load it with veloxquant.load_caches"):
+        vq.Cache.load(str(path))
+
+
+def test_damaged_or_missing_cache_files_are_refused(tmp_path):
+    cache = vq.Cache("fp16", kv_heads=1, head_dim=8)
+    cache.append(np.ones((4, 1, 8), np.float32), np.ones((4, 1, 8), np.float32))
+    path = tmp_path / "c.vqc"
+    cache.save(str(path))
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(vq.Error, match="is corrupt"):
+        vq.Cache.load(str(path))
+    with pytest.raises(vq.Error, match="cannot open it"):
+        vq.Cache.load(str(tmp_path / "missing.vqc"))
+    with pytest.raises(vq.Error, match="evicts"):
+        evicting = vq.Cache("snapkv:budget=64+kivi", kv_heads=1, head_dim=8)
+        evicting.append(np.ones((4, 1, 8), np.float32), np.ones((4, 1, 8), np.float32))
+        evicting.save(str(path))

@@ -19,7 +19,9 @@ from ._veloxquant import (
     SpecError,
     canonical_spec,
     cuda_available,
+    load_caches,
     methods,
+    save_caches,
     set_threads,
 )
 
@@ -37,7 +39,9 @@ __all__ = [
     "SpecError",
     "canonical_spec",
     "cuda_available",
+    "load_caches",
     "methods",
+    "save_caches",
     "set_threads",
 ]
 

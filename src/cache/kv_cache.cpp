@@ -561,6 +561,7 @@ void KVCache::finish_step() {
   impl_->evict();
 }
 bool KVCache::evicts() const { return impl_->policy != nullptr; }
+bool KVCache::cross_layer() const { return impl_->cross != nullptr; }
 bool KVCache::wants_layer_importance() const {
   return impl_->policy && impl_->policy->wants_layer_importance();
 }

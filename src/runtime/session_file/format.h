@@ -44,6 +44,15 @@ void write_session(const std::string& path, const Header& header, std::span<cons
 // The artifacts a cache's method reads (its calibration file), as a session file lists them.
 std::vector<MethodArtifact> artifacts_of(const KVCache& cache);
 
+// Restores `layers` into `caches` (built for the file's spec), after checking that the spec's
+// calibration artifact is the one the file lists (Error naming both otherwise); FormatError
+// naming the layer and stream when a stream does not fit the codecs.
+std::vector<KVCache> restore_caches(std::vector<KVCache> caches, std::vector<SessionFile::Layer> layers,
+                                    const std::vector<MethodArtifact>& artifacts);
+
+// Reads a whole file. Throws Error naming the system's reason when it cannot.
+std::vector<uint8_t> read_file(const std::string& path);
+
 // One cache per layer from the parsed streams, each checked against its codecs (FormatError
 // naming the layer and stream otherwise). Throws Error naming both when the artifact the spec
 // loads now is not the one the file lists.

@@ -15,26 +15,6 @@
 namespace veloxquant::session_file {
 namespace {
 
-std::vector<MethodArtifact> read_artifacts(PayloadReader r, const std::string& spec) {
-  const uint32_t count = r.read<uint32_t>("the artifact count");
-  std::vector<MethodArtifact> artifacts;
-  for (uint32_t i = 0; i < count; ++i) {
-    MethodArtifact a;
-    a.name = r.read_string("an artifact name");
-    a.bytes = r.read<uint64_t>("an artifact size");
-    a.xxh64 = r.read<uint64_t>("an artifact checksum");
-    artifacts.push_back(std::move(a));
-  }
-  r.expect_end();
-  // A spec reads one artifact at most (a calibrated method's): which one is checked when the
-  // caches are rebuilt, against what the spec loads then.
-  if (artifacts.size() > 1) {
-    throw FormatError(fmt::format("{}: lists {} method artifacts, the first '{}'; kv spec '{}' reads "
-                                  "one at most", r.name(), artifacts.size(), artifacts[0].name, spec));
-  }
-  return artifacts;
-}
-
 std::vector<int32_t> read_tokens(PayloadReader r, uint32_t vocab) {
   const uint64_t count = r.read<uint64_t>("the token count");
   if (count == 0 || count != r.left() / 4 || r.left() % 4 != 0) {
@@ -66,46 +46,6 @@ std::vector<float> read_logits(PayloadReader r, uint32_t vocab) {
     }
   }
   return logits;
-}
-
-CacheStream read_stream(PayloadReader& r, uint64_t tokens, uint32_t head_dim, std::string_view what) {
-  CacheStream s;
-  const uint64_t state_bytes = r.read<uint64_t>(fmt::format("the fitted state size of {}", what));
-  const auto state = r.take(state_bytes, fmt::format("the fitted state of {}", what));
-  s.state.assign(state.begin(), state.end());
-  s.encoded = r.read<uint64_t>(fmt::format("the encoded token count of {}", what));
-  const uint64_t code_bytes = r.read<uint64_t>(fmt::format("the code size of {}", what));
-  const auto codes = r.take(code_bytes, fmt::format("the codes of {}", what));
-  s.codes.assign(codes.begin(), codes.end());
-  s.tail_tokens = r.read<uint64_t>(fmt::format("the tail token count of {}", what));
-  if (s.encoded > tokens || s.tail_tokens != tokens - s.encoded) {
-    throw FormatError(fmt::format("{}: {} holds {} encoded + {} tail tokens; expected {} in all",
-                                  r.name(), what, s.encoded, s.tail_tokens, tokens));
-  }
-  uint64_t tail_bytes;
-  if (__builtin_mul_overflow(s.tail_tokens, uint64_t{head_dim} * 2, &tail_bytes)) {
-    throw FormatError(fmt::format("{}: the fp16 tail of {} ({} tokens x {} values) overflows",
-                                  r.name(), what, s.tail_tokens, head_dim));
-  }
-  const auto tail = r.take(tail_bytes, fmt::format("the fp16 tail of {}", what));
-  s.tail.assign(tail.begin(), tail.end());
-  return s;
-}
-
-SessionFile::Layer read_layer(PayloadReader r, uint32_t index, uint64_t tokens, const ModelIdentity& m) {
-  const uint32_t stored_index = r.read<uint32_t>("the layer index");
-  const uint64_t stored_tokens = r.read<uint64_t>("the layer's token count");
-  if (stored_index != index || stored_tokens != tokens) {
-    throw FormatError(fmt::format("{}: holds layer {} with {} tokens; expected layer {} with {}",
-                                  r.name(), stored_index, stored_tokens, index, tokens));
-  }
-  SessionFile::Layer layer;
-  for (uint32_t h = 0; h < m.kv_heads; ++h)
-    layer.keys.push_back(read_stream(r, tokens, m.head_dim, fmt::format("the keys of KV head {}", h)));
-  for (uint32_t h = 0; h < m.kv_heads; ++h)
-    layer.values.push_back(read_stream(r, tokens, m.head_dim, fmt::format("the values of KV head {}", h)));
-  r.expect_end();
-  return layer;
 }
 
 }  // namespace
@@ -146,7 +86,7 @@ SessionFile parse_session_file(std::span<const uint8_t> bytes) {
   f.logits = read_logits(sections.next(kLogitsTag, "the logits section (LGTS)"), f.model.vocab);
   for (uint32_t l = 0; l < f.model.layers; ++l) {
     const std::string label = fmt::format("the section of layer {} (LAYR)", l);
-    f.layers.push_back(read_layer(sections.next(kLayerTag, label), l, f.tokens.size(), f.model));
+    f.layers.push_back(read_layer(sections.next(kLayerTag, label), l, f.tokens.size(), f.model.kv_heads, f.model.head_dim));
   }
   sections.expect_end("the last layer");
   return f;
@@ -154,13 +94,7 @@ SessionFile parse_session_file(std::span<const uint8_t> bytes) {
 
 SessionFile read_session_file(const std::string& path) {
   try {
-    std::ifstream in(path, std::ios::binary | std::ios::ate);
-    if (!in) throw Error(fmt::format("cannot open it: {}", std::strerror(errno)));
-    std::vector<uint8_t> bytes(static_cast<size_t>(in.tellg()));
-    in.seekg(0);
-    if (!in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size())))
-      throw Error("reading it failed");
-    return parse_session_file(bytes);
+    return parse_session_file(session_file::read_file(path));
   } catch (const FormatError& e) {
     throw FormatError(fmt::format("session file '{}': {}", path, e.what()));
   } catch (const Error& e) {

@@ -18,21 +18,17 @@ std::string describe(const std::vector<MethodArtifact>& artifacts) {
 
 }  // namespace
 
-std::vector<KVCache> rebuild_caches(std::vector<SessionFile::Layer> layers, const Spec& spec,
-                                    uint64_t codec_seed, const ModelIdentity& model,
+std::vector<KVCache> restore_caches(std::vector<KVCache> caches, std::vector<SessionFile::Layer> layers,
                                     const std::vector<MethodArtifact>& artifacts) {
-  // Built together, so that the layers of a cross-layer spec are paired again; restored in layer
-  // order, so that a follower is checked against its restored leader.
-  std::vector<KVCache> caches = make_layer_caches(
-      spec, LayerShape{model.kv_heads, model.head_dim, 0, codec_seed}, static_cast<int>(layers.size()));
   const std::vector<MethodArtifact> now = artifacts_of(caches.front());
   const bool same = now.size() == artifacts.size() &&
                     (now.empty() || (now[0].name == artifacts[0].name && now[0].bytes == artifacts[0].bytes &&
                                      now[0].xxh64 == artifacts[0].xxh64));
   if (!same) {
-    throw Error(fmt::format("the session was saved with another calibration artifact: the spec loads "
+    throw Error(fmt::format("the file was saved with another calibration artifact: the spec loads "
                             "{} now, the file lists {}", describe(now), describe(artifacts)));
   }
+  // In layer order, so that a follower is checked against its restored leader.
   for (size_t l = 0; l < layers.size(); ++l) {
     try {
       caches[l].restore(std::move(layers[l].keys), std::move(layers[l].values));
@@ -41,6 +37,15 @@ std::vector<KVCache> rebuild_caches(std::vector<SessionFile::Layer> layers, cons
     }
   }
   return caches;
+}
+
+std::vector<KVCache> rebuild_caches(std::vector<SessionFile::Layer> layers, const Spec& spec,
+                                    uint64_t codec_seed, const ModelIdentity& model,
+                                    const std::vector<MethodArtifact>& artifacts) {
+  // Built together, so that the layers of a cross-layer spec are paired again.
+  std::vector<KVCache> caches = make_layer_caches(
+      spec, LayerShape{model.kv_heads, model.head_dim, 0, codec_seed}, static_cast<int>(layers.size()));
+  return restore_caches(std::move(caches), std::move(layers), artifacts);
 }
 
 }  // namespace veloxquant::session_file

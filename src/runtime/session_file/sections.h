@@ -22,10 +22,12 @@ namespace veloxquant::session_file {
 
 class SectionBuilder {
  public:
-  explicit SectionBuilder(std::string_view tag, size_t payload_hint = 0) {
+  // REQUIRES: tag.size() == 4.
+  explicit SectionBuilder(std::string_view tag, size_t payload_hint = 0) : bytes_(12, 0) {
+    // The tag, then the payload length (set by finish()). Sized first, then copied: GCC 12 warns
+    // falsely (-Wstringop-overflow) on an insert into a vector just reserved.
+    std::memcpy(bytes_.data(), tag.data(), 4);
     bytes_.reserve(kFramingBytes + payload_hint);
-    bytes_.insert(bytes_.end(), tag.begin(), tag.end());
-    put<uint64_t>(0);  // payload length, set by finish()
   }
   template <class T>
   void put(T v) {
@@ -156,5 +158,28 @@ class SectionCursor {
 void put_model(SectionBuilder& s, const ModelIdentity& m);
 // Throws FormatError naming the field when the payload is short, long or has a zero shape.
 ModelIdentity read_model(PayloadReader r);
+
+// The method artifacts a spec reads (ARTF): a count, then each one's name, size and XXH64.
+void put_artifacts(SectionBuilder& s, std::span<const MethodArtifact> artifacts);
+// Throws FormatError when the payload is malformed or lists more than one (a spec reads one at
+// most; which one is checked when the caches are rebuilt).
+std::vector<MethodArtifact> read_artifacts(PayloadReader r, const std::string& spec);
+
+// One cache stream (CacheStream): fitted state, encoded token count, codes, tail token count and
+// the fp16 tail, each size first.
+void put_stream(SectionBuilder& s, const CacheStream& stream);
+// The bytes put_stream() writes for every stream of `cache` (a section's size hint).
+size_t layer_bytes(const KVCache& cache);
+// Throws FormatError naming `what` when a size runs past the section or the token counts do not
+// add up to `tokens`.
+CacheStream read_stream(PayloadReader& r, uint64_t tokens, uint32_t head_dim, std::string_view what);
+
+// A layer's section (LAYR): its index, its token count, then the key streams and the value
+// streams of its KV heads.
+void put_layer(SectionBuilder& s, size_t index, const KVCache& cache);
+// Throws FormatError naming the field when the section holds another layer or token count, or a
+// stream does not parse.
+SessionFile::Layer read_layer(PayloadReader r, uint32_t index, uint64_t tokens, uint32_t kv_heads,
+                              uint32_t head_dim);
 
 }  // namespace veloxquant::session_file

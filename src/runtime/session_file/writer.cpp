@@ -15,23 +15,6 @@
 namespace veloxquant::session_file {
 namespace {
 
-void put_stream(SectionBuilder& s, const CacheStream& stream) {
-  s.put<uint64_t>(stream.state.size());
-  s.put_bytes(stream.state);
-  s.put<uint64_t>(stream.encoded);
-  s.put<uint64_t>(stream.codes.size());
-  s.put_bytes(stream.codes);
-  s.put<uint64_t>(stream.tail_tokens);
-  s.put_bytes(stream.tail);
-}
-
-size_t layer_bytes(const KVCache& cache) {
-  size_t b = 4 + 8;
-  for (const auto* streams : {&cache.key_streams(), &cache.value_streams()})
-    for (const CacheStream& s : *streams) b += 4 * 8 + s.state.size() + s.codes.size() + s.tail.size();
-  return b;
-}
-
 }  // namespace
 
 std::vector<MethodArtifact> artifacts_of(const KVCache& cache) {
@@ -56,12 +39,7 @@ void write_session(const std::string& path, const Header& h, std::span<const KVC
   out.write(spec.finish());
 
   SectionBuilder artifacts(kArtifactsTag);
-  artifacts.put(static_cast<uint32_t>(h.artifacts.size()));
-  for (const MethodArtifact& a : h.artifacts) {
-    artifacts.put_string(a.name);
-    artifacts.put(a.bytes);
-    artifacts.put(a.xxh64);
-  }
+  put_artifacts(artifacts, h.artifacts);
   out.write(artifacts.finish());
 
   SectionBuilder tokens(kTokensTag, 8 + h.tokens.size_bytes());
@@ -76,10 +54,7 @@ void write_session(const std::string& path, const Header& h, std::span<const KVC
 
   for (size_t l = 0; l < caches.size(); ++l) {
     SectionBuilder layer(kLayerTag, layer_bytes(caches[l]));
-    layer.put(static_cast<uint32_t>(l));
-    layer.put<uint64_t>(caches[l].tokens());
-    for (const CacheStream& s : caches[l].key_streams()) put_stream(layer, s);
-    for (const CacheStream& s : caches[l].value_streams()) put_stream(layer, s);
+    put_layer(layer, l, caches[l]);
     out.write(layer.finish());
   }
   out.commit();
