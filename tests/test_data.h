@@ -18,6 +18,13 @@ inline std::vector<float> gaussian(size_t n, uint64_t seed, double sigma = 1.0) 
   return x;
 }
 
+// a . b over n floats, summed in double.
+inline double dot(const float* a, const float* b, size_t n) {
+  double s = 0;
+  for (size_t i = 0; i < n; ++i) s += static_cast<double>(a[i]) * b[i];
+  return s;
+}
+
 // ||got - want|| / ||want||, summed in double.
 inline double relative_l2(const std::vector<float>& got, const std::vector<float>& want) {
   double num = 0, den = 0;

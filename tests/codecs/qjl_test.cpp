@@ -21,13 +21,7 @@ namespace {
 
 using test::gaussian;
 
-double dot(const float* a, const float* b, size_t n) {
-  double s = 0;
-  for (size_t i = 0; i < n; ++i) s += double(a[i]) * b[i];
-  return s;
-}
-
-double norm2(const std::vector<float>& v) { return dot(v.data(), v.data(), v.size()); }
+double norm2(const std::vector<float>& v) { return test::dot(v.data(), v.data(), v.size()); }
 
 // The estimate of q . k from one independently drawn sketch per seed.
 std::vector<double> estimates(const QjlKeyConfig& base, const std::vector<float>& q,
@@ -69,7 +63,7 @@ TEST(QjlKeys, InnerProductEstimateIsUnbiasedWithPaperVariance) {
   const std::vector<double> est = estimates(cfg, q, k, 1, 0, trials);
   double mean, var;
   mean_and_variance(est, mean, var);
-  const double qk = dot(q.data(), k.data(), d), qq = norm2(q), kk = norm2(k);
+  const double qk = test::dot(q.data(), k.data(), d), qq = norm2(q), kk = norm2(k);
   // Each of the m rows contributes sqrt(pi/2) ||k|| <s, q> sign(<s, k>), whose second moment is
   // (pi/2) ||q||^2 ||k||^2: the exact variance of the mean of m rows, within Lemma 3.5's bound.
   const double exact_var = (std::numbers::pi / 2 * qq * kk - qk * qk) / double(m);
@@ -98,7 +92,7 @@ TEST(QjlKeys, OutlierSplitStaysUnbiased) {
   double mean, var;
   mean_and_variance(est, mean, var);
   const float* k = keys.data() + 2 * d;
-  const double qk = dot(q.data(), k, d);
+  const double qk = test::dot(q.data(), k, d);
   // The inlier and outlier sketches are each unbiased, with variances from their own norms.
   double qi = 0, ki = 0, qo = 0, ko = 0, qki = 0, qko = 0;
   for (size_t c = 0; c < d; ++c) {
@@ -135,7 +129,7 @@ TEST(QjlKeys, OutlierSplitReducesScoreErrorOnOutlierChannels) {
     double err = 0;
     for (size_t i = 0; i < nq; ++i)
       for (size_t t = 0; t < tokens; ++t) {
-        const double e = s[i * tokens + t] - dot(q.data() + i * d, keys.data() + t * d, d);
+        const double e = s[i * tokens + t] - test::dot(q.data() + i * d, keys.data() + t * d, d);
         err += e * e;
       }
     return err / double(nq * tokens);
@@ -167,8 +161,8 @@ TEST_P(QjlCodecShapes, FusedScoreMatchesDecodedKeys) {
   for (size_t i = 0; i < nq; ++i)
     for (size_t t = 0; t < n; ++t) {
       // Relative to the scale of the score: |q| |k_hat|.
-      const double scale = std::sqrt(dot(q.data() + i * d, q.data() + i * d, d) *
-                                     dot(decoded.data() + t * d, decoded.data() + t * d, d));
+      const double scale = std::sqrt(test::dot(q.data() + i * d, q.data() + i * d, d) *
+                                     test::dot(decoded.data() + t * d, decoded.data() + t * d, d));
       EXPECT_NEAR(fused[i * n + t], reference[i * n + t], 1e-4 * scale) << i << "," << t;
     }
 }

@@ -17,13 +17,7 @@ namespace {
 
 using rabitq::RabitqKeyCodec;
 
-double dot(const float* a, const float* b, size_t d) {
-  double s = 0;
-  for (size_t c = 0; c < d; ++c) s += static_cast<double>(a[c]) * b[c];
-  return s;
-}
-
-double norm(const float* a, size_t d) { return std::sqrt(dot(a, a, d)); }
+double norm(const float* a, size_t d) { return std::sqrt(test::dot(a, a, d)); }
 
 std::vector<float> scores_of(const Codec& codec, const std::vector<float>& q, size_t nq,
                              const std::vector<float>& k, size_t n) {
@@ -48,7 +42,7 @@ TEST(Rabitq, TheInnerProductEstimateIsUnbiasedOverRotations) {
   const size_t d = 64, seeds = 2000;
   const std::vector<float> k = test::gaussian(d, 10), q = test::gaussian(d, 11);
   const std::vector<float> fit(d, 0.0f);  // one centroid at the origin: the residual is k itself
-  const double truth = dot(q.data(), k.data(), d);
+  const double truth = test::dot(q.data(), k.data(), d);
   double sum = 0, sum2 = 0;
   for (uint64_t seed = 0; seed < seeds; ++seed) {
     const auto codec = codec_for_stream(RabitqKeyCodec(d, 1, seed, 0), fit.data(), 1);
@@ -86,8 +80,8 @@ TEST(Rabitq, EstimatesStayWithinThePapersErrorBound) {
     for (size_t i = 0; i < nq; ++i) {
       const float* q = queries.data() + i * d;
       const double qn = norm(q, d);
-      const double truth = (dot(q, keys.data() + t * d, d) - dot(q, c.data(), d)) / (qn * r_norm);
-      const double est = (scores[i * n + t] - dot(q, c.data(), d)) / (qn * r_norm);
+      const double truth = (test::dot(q, keys.data() + t * d, d) - test::dot(q, c.data(), d)) / (qn * r_norm);
+      const double est = (scores[i * n + t] - test::dot(q, c.data(), d)) / (qn * r_norm);
       errors.push_back(std::fabs(est - truth) / unit_bound);
     }
   }
@@ -108,7 +102,7 @@ TEST(Rabitq, FusedScoresEqualTheDecodedKeysProducts) {
   const std::vector<float> decoded = test::round_trip(*codec, keys, n);
   for (size_t i = 0; i < nq; ++i)
     for (size_t t = 0; t < n; ++t)
-      EXPECT_NEAR(fused[i * n + t], dot(queries.data() + i * d, decoded.data() + t * d, d), 2e-3)
+      EXPECT_NEAR(fused[i * n + t], test::dot(queries.data() + i * d, decoded.data() + t * d, d), 2e-3)
           << "query " << i << " token " << t;
 }
 

@@ -14,12 +14,6 @@ namespace {
 
 using test::gaussian;
 
-double dotd(const float* a, const float* b, size_t n) {
-  double s = 0;
-  for (size_t i = 0; i < n; ++i) s += static_cast<double>(a[i]) * b[i];
-  return s;
-}
-
 TEST(Rotation, PowerOfTwo) {
   EXPECT_FALSE(is_power_of_two(0));
   EXPECT_TRUE(is_power_of_two(1));
@@ -54,7 +48,7 @@ TEST(Rotation, FwhtPreservesNormAndIsSelfInverse) {
     const auto x = gaussian(n, 100 + n);
     std::vector<float> y = x;
     fwht(y.data(), n);
-    const double nx = dotd(x.data(), x.data(), n), ny = dotd(y.data(), y.data(), n);
+    const double nx = test::dot(x.data(), x.data(), n), ny = test::dot(y.data(), y.data(), n);
     EXPECT_NEAR(ny, nx, 1e-5 * nx) << "n=" << n;
     fwht(y.data(), n);
     for (size_t i = 0; i < n; ++i) ASSERT_NEAR(y[i], x[i], 1e-5) << "n=" << n << " i=" << i;
@@ -81,8 +75,8 @@ TEST_P(RotationDims, RoundTripAndDotProducts) {
   // Dot products (and norms) preserved between every pair of rows.
   for (size_t a = 0; a < rows; ++a)
     for (size_t b = 0; b < rows; ++b) {
-      const double before = dotd(x.data() + a * d, x.data() + b * d, d);
-      const double after = dotd(y.data() + a * d, y.data() + b * d, d);
+      const double before = test::dot(x.data() + a * d, x.data() + b * d, d);
+      const double after = test::dot(y.data() + a * d, y.data() + b * d, d);
       EXPECT_NEAR(after, before, 1e-5 * static_cast<double>(d)) << "d=" << d << " " << a << "," << b;
     }
   // Multi-row forward equals one row at a time.
@@ -123,7 +117,7 @@ TEST_P(RotationDims, ColumnsAreOrthonormal) {
   double worst = 0;
   for (size_t i = 0; i < d; ++i)
     for (size_t j = 0; j < d; ++j) {
-      const double g = dotd(cols.data() + i * d, cols.data() + j * d, d);
+      const double g = test::dot(cols.data() + i * d, cols.data() + j * d, d);
       worst = std::max(worst, std::abs(g - (i == j ? 1.0 : 0.0)));
     }
   EXPECT_LT(worst, 1e-5) << "d=" << d;
