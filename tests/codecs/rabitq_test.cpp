@@ -85,7 +85,8 @@ TEST(Rabitq, EstimatesStayWithinThePapersErrorBound) {
       errors.push_back(std::fabs(est - truth) / unit_bound);
     }
   }
-  for (const auto& [eps0, tail] : {std::pair{1.9, 0.0574}, std::pair{3.0, 0.0027}}) {
+  for (const auto& [eps0_value, tail] : {std::pair{1.9, 0.0574}, std::pair{3.0, 0.0027}}) {
+    const double eps0 = eps0_value;  // a plain local: C++20 lambdas may not capture a binding
     const double failures = static_cast<double>(std::count_if(errors.begin(), errors.end(),
                                                               [&](double e) { return e > eps0; }));
     const double rate = failures / static_cast<double>(errors.size());
