@@ -1,5 +1,5 @@
 // CUDA decode benchmark: fused decode attention over compressed caches (KIVI 2/4-bit,
-// TurboQuant-MSE 2/3/4-bit) and over our fp16 cache, plus quantize-on-append against a plain fp16
+// TurboQuant-MSE and TurboQuant-prod 2/3/4-bit) and over our fp16 cache, plus quantize-on-append against a plain fp16
 // store of the same token. Writes JSON lines (one record per measurement) to --out; the driver
 // bench/cuda/run_h200.sh adds PyTorch SDPA on the same shapes and writes the report.
 //
@@ -74,15 +74,21 @@ vc::CacheConfig config_for(const Method& m, size_t batch, size_t capacity) {
   c.bits = m.bits, c.group = 32;
   c.residual = m.format == vc::CacheFormat::Kivi ? 128 : 0;
   c.rope.dims = kDim;
-  if (m.format == vc::CacheFormat::TurboQuantMse) {
+  const bool prod = m.format == vc::CacheFormat::TurboQuantProd;
+  if (m.format == vc::CacheFormat::TurboQuantMse || prod) {
     for (uint64_t tag : {1, 2}) {
       vq::Rng rng(vq::derive_seed(0, {0, tag}));
       auto& signs = tag == 1 ? c.turboquant.key_signs : c.turboquant.value_signs;
       for (size_t i = 0; i < kDim; ++i) signs.push_back(rng.sign());
     }
-    const vq::ScalarCodebook cb = vq::lloyd_max_sphere_coordinate(m.bits, kDim);
-    c.turboquant.key_centroids = c.turboquant.value_centroids = cb.centroids;
-    c.turboquant.key_boundaries = c.turboquant.value_boundaries = cb.boundaries;
+    const vq::ScalarCodebook values = vq::lloyd_max_sphere_coordinate(m.bits, kDim);
+    const vq::ScalarCodebook keys = prod ? vq::lloyd_max_sphere_coordinate(m.bits - 1, kDim) : values;
+    c.turboquant.key_centroids = keys.centroids, c.turboquant.value_centroids = values.centroids;
+    c.turboquant.key_boundaries = keys.boundaries, c.turboquant.value_boundaries = values.boundaries;
+    if (prod) {
+      vq::Rng rng(vq::derive_seed(0, {0, 3}));
+      for (size_t i = 0; i < kDim * kDim; ++i) c.turboquant.key_sketch.push_back(static_cast<float>(rng.normal()));
+    }
   }
   return c;
 }
@@ -157,7 +163,9 @@ int main(int argc, char** argv) {
   const std::vector<Method> methods = {
       {"fp16", vc::CacheFormat::Fp16, 16},         {"kivi2", vc::CacheFormat::Kivi, 2},
       {"kivi4", vc::CacheFormat::Kivi, 4},         {"tq_mse2", vc::CacheFormat::TurboQuantMse, 2},
-      {"tq_mse3", vc::CacheFormat::TurboQuantMse, 3}, {"tq_mse4", vc::CacheFormat::TurboQuantMse, 4}};
+      {"tq_mse3", vc::CacheFormat::TurboQuantMse, 3}, {"tq_mse4", vc::CacheFormat::TurboQuantMse, 4},
+      {"tq_prod2", vc::CacheFormat::TurboQuantProd, 2}, {"tq_prod3", vc::CacheFormat::TurboQuantProd, 3},
+      {"tq_prod4", vc::CacheFormat::TurboQuantProd, 4}};
   const std::vector<size_t> batches = {1, 8};
   const std::vector<size_t> lengths = quick ? std::vector<size_t>{4096, 131072} : std::vector<size_t>{4096, 32768, 131072};
   try {

@@ -1,7 +1,8 @@
 // The CUDA backend (built with -DVELOXQUANT_CUDA=ON, sm_90): a compressed KV cache for one
 // attention layer that lives in GPU memory, for a batch of sequences of equal length.
 //  - append(): quantize-on-append, one launch per layer step. Keys get RoPE first; the codes are
-//    byte for byte the CPU codecs' (KIVI, TurboQuant-MSE), so caches move between backends.
+//    byte for byte the CPU codecs' (KIVI, TurboQuant-MSE; TurboQuant-prod but for the rare sign
+//    of a sketch product within rounding of zero), so caches move between backends.
 //  - attend(): fused decode attention straight from the codes, split along the sequence
 //    (flash-decoding), then one reduction launch.
 // Layout, kernels and parity bounds: docs/cuda.md. This header needs no CUDA headers: device
@@ -26,15 +27,19 @@ enum class CacheFormat : uint8_t {
   Fp16,           // keys and values as fp16 rows: the like-for-like baseline
   Kivi,           // `kivi` with kbits == vbits in {2, 4}
   TurboQuantMse,  // `turboquant_mse` with bits == vbits in {2, 3, 4}
+  TurboQuantProd, // `turboquant_prod` with bits == vbits in {2, 3, 4}: keys (bits-1)-bit MSE
+                  // codes plus the signs of the residual's Gaussian sketch, values MSE codes
 };
 
 // What TurboQuant's codecs derive from the layer's seed on the CPU (core/rotation.h,
 // core/lloyd_max.h): the random signs of each stream's Hadamard rotation and its Lloyd-Max
-// codebook. The caller computes them, so this library needs nothing but the CUDA toolkit.
+// codebook, and turboquant_prod's sketch. The caller computes them, so this library needs nothing
+// but the CUDA toolkit.
 struct TurboQuantTables {
   std::vector<float> key_signs, value_signs;              // head_dim values of +1 or -1
-  std::vector<float> key_centroids, value_centroids;      // 2^bits ascending levels
-  std::vector<float> key_boundaries, value_boundaries;    // 2^bits - 1 ascending midpoints
+  std::vector<float> key_centroids, value_centroids;      // 2^bits ascending levels (prod keys: 2^(bits-1))
+  std::vector<float> key_boundaries, value_boundaries;    // one fewer ascending midpoints
+  std::vector<float> key_sketch;  // prod: S, head_dim x head_dim row-major; empty for MSE
 };
 
 struct CacheConfig {
@@ -43,7 +48,7 @@ struct CacheConfig {
   size_t kv_heads = 1;
   size_t head_dim = 128;   // 64 or 128
   size_t capacity = 0;     // most tokens one sequence may hold
-  unsigned bits = 2;       // key and value bits (KIVI, TurboQuant)
+  unsigned bits = 2;       // key and value bits (KIVI, TurboQuant; prod keys: one is the sign)
   size_t group = 32;       // KIVI: tokens per key group (multiple of 32); channels per value group
   size_t residual = 0;     // KIVI: newest tokens kept in fp16
   RopeParams rope;         // applied to keys on append; dims 0: none. Interleaved layout only.
@@ -60,10 +65,10 @@ struct HostStream {
 };
 
 // The configuration under which a DeviceCache stores what KVCache(spec, shape) stores, byte for
-// byte: fp16, kivi (kbits == vbits) and turboquant_mse (bits == vbits), TurboQuant's rotation
-// signs and codebooks derived from shape.layer and shape.seed as the CPU codecs derive them. Keys
-// are taken as given (rope.dims 0), like KVCache::append(k, v). Defined in the CPU library, so
-// it is there without the CUDA backend. Throws SpecError naming what the backend cannot run
+// byte: fp16, kivi (kbits == vbits), turboquant_mse and turboquant_prod (bits == vbits),
+// TurboQuant's rotation signs, codebooks and sketch derived from shape.layer and shape.seed as
+// the CPU codecs derive them. Keys are taken as given (rope.dims 0), like KVCache::append(k, v).
+// Defined in the CPU library, so it is there without the CUDA backend. Throws SpecError naming what the backend cannot run
 // (another method, unequal bit widths, an eviction policy).
 CacheConfig device_cache_config(std::string_view spec, const LayerShape& shape, size_t batch,
                                 size_t capacity);

@@ -16,7 +16,7 @@ if not torch.cuda.is_available():
 
 
 @pytest.mark.parametrize("spec", ["fp16", "kivi:kbits=2,vbits=2", "kivi:kbits=4,vbits=4,group=64,residual=32",
-                                  "turboquant_mse:bits=3,vbits=3"])
+                                  "turboquant_mse:bits=3,vbits=3", "turboquant_prod:bits=3,vbits=3"])
 def test_decode_attention_matches_the_cpu_cache(spec):
     batch, kv_heads, q_heads, dim, tokens = 2, 2, 8, 128, 700
     rng = np.random.default_rng(3)

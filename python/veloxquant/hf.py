@@ -11,9 +11,9 @@ Importing this module registers the attention function. Two backends hold the la
 - ``"cpu"``: any spec (``veloxquant.methods()``), one ``veloxquant.Cache`` per layer and sequence
   (cross-layer specs pair adjacent layers, eviction policies see the real attention). Every query,
   prompt and generated tokens alike, attends on the compressed cache.
-- ``"cuda"``: ``fp16``, ``kivi`` and ``turboquant_mse`` with equal key and value bits, when the
-  package was built with the CUDA backend (``veloxquant.cuda_available``): one
-  ``veloxquant.DeviceCache`` per layer on the GPU. Generated tokens attend through the fused CUDA
+- ``"cuda"``: ``fp16``, ``kivi``, ``turboquant_mse`` and ``turboquant_prod`` with equal key and
+  value bits, when the package was built with the CUDA backend (``veloxquant.cuda_available``):
+  one ``veloxquant.DeviceCache`` per layer on the GPU. Generated tokens attend through the fused CUDA
   kernel on the codes; the prompt attends exactly (SDPA over its own keys) while it is encoded, as
   KIVI's own implementation does.
 
@@ -44,7 +44,7 @@ ATTENTION = "veloxquant"
 # to the attention function; the layer is taken back (and cleared) there.
 _pending = threading.local()
 
-_CUDA_METHODS = ("fp16", "kivi", "turboquant_mse")
+_CUDA_METHODS = ("fp16", "kivi", "turboquant_mse", "turboquant_prod")
 
 
 def _spec_runs_on_cuda(spec: str) -> bool:
@@ -123,8 +123,8 @@ class Cache(TransformersCache):
             raise _vq.Error("backend='cuda': this veloxquant was built without the CUDA backend "
                             "(build it with VELOXQUANT_CUDA=ON pip install .)")
         if backend == "cuda" and not _spec_runs_on_cuda(self.spec):
-            raise _vq.SpecError(f"backend='cuda' runs fp16, kivi and turboquant_mse with equal key and "
-                                f"value bits; got {self.spec}")
+            raise _vq.SpecError(f"backend='cuda' runs fp16, kivi, turboquant_mse and turboquant_prod with "
+                                f"equal key and value bits; got {self.spec}")
         if max_tokens < 1:
             raise ValueError(f"max_tokens={max_tokens}; expected at least 1")
         config = config.get_text_config() if hasattr(config, "get_text_config") else config

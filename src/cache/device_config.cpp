@@ -8,6 +8,7 @@
 
 #include "core/lloyd_max.h"
 #include "codecs/turboquant/method.h"
+#include "codecs/turboquant/turboquant_prod_codec.h"
 #include "core/rng.h"
 #include "veloxquant/cuda.h"
 #include "veloxquant/error.h"
@@ -58,18 +59,25 @@ CacheConfig device_cache_config(std::string_view spec_text, const LayerShape& sh
     c.bits = equal_bits(spec, "kbits", "vbits");
     c.group = static_cast<size_t>(spec.params.get_int("group"));
     c.residual = static_cast<size_t>(spec.params.get_int("residual"));
-  } else if (method == "turboquant_mse") {
-    c.format = CacheFormat::TurboQuantMse;
+  } else if (method == "turboquant_mse" || method == "turboquant_prod") {
+    const bool prod = method == "turboquant_prod";
+    c.format = prod ? CacheFormat::TurboQuantProd : CacheFormat::TurboQuantMse;
     c.bits = equal_bits(spec, "bits", "vbits");
-    const ScalarCodebook codebook = lloyd_max_sphere_coordinate(c.bits, shape.head_dim);
+    const ScalarCodebook values = lloyd_max_sphere_coordinate(c.bits, shape.head_dim);
+    const ScalarCodebook keys =
+        prod ? turboquant::TurboQuantProdCodec::mse_codebook(c.bits, shape.head_dim) : values;
     TurboQuantTables& t = c.turboquant;
     t.key_signs = rotation_signs(shape, TurboQuantStream::KeyRotation);
     t.value_signs = rotation_signs(shape, TurboQuantStream::ValueRotation);
-    t.key_centroids = t.value_centroids = codebook.centroids;
-    t.key_boundaries = t.value_boundaries = codebook.boundaries;
+    t.key_centroids = keys.centroids, t.value_centroids = values.centroids;
+    t.key_boundaries = keys.boundaries, t.value_boundaries = values.boundaries;
+    if (prod) {
+      t.key_sketch = turboquant::TurboQuantProdCodec::sketch_matrix(
+          shape.head_dim, turboquant_stream_seed(shape, TurboQuantStream::KeySketch));
+    }
   } else {
-    throw SpecError(fmt::format("'{}': the CUDA backend runs fp16, kivi and turboquant_mse; {} runs "
-                                "on the CPU cache",
+    throw SpecError(fmt::format("'{}': the CUDA backend runs fp16, kivi, turboquant_mse and "
+                                "turboquant_prod; {} runs on the CPU cache",
                                 spec_text, method));
   }
   return c;

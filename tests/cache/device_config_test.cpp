@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "core/rotation.h"
@@ -42,6 +43,8 @@ TEST(DeviceCacheConfig, RefusesWhatTheBackendCannotRun) {
                   "kbits=2 and vbits=4");
   EXPECT_CONTAINS(test::error_message<SpecError>([] { device_cache_config("turboquant_mse:bits=3", kShape, 1, 8); }),
                   "bits=3 and vbits=4");
+  EXPECT_CONTAINS(test::error_message<SpecError>([] { device_cache_config("turboquant_prod:bits=2", kShape, 1, 8); }),
+                  "bits=2 and vbits=4");
   EXPECT_CONTAINS(test::error_message<SpecError>([] { device_cache_config("snapkv+kivi", kShape, 1, 8); }),
                   "snapkv");
   EXPECT_CONTAINS(test::error_message<SpecError>([] { device_cache_config("palu", kShape, 1, 8); }),
@@ -52,20 +55,35 @@ TEST(DeviceCacheConfig, RefusesWhatTheBackendCannotRun) {
 
 // The encode and decode of one row with the configured tables, in the CPU codec's order of
 // operations: the cache holds a block's rows in fp16 until it encodes them, then
-// y = H D x / (sqrt(d) |x|), codes by the boundaries, x = |x| D H c / sqrt(d).
+// y = H D x / (sqrt(d) |x|), codes by the boundaries, x = |x| D H c / sqrt(d). With a sketch S
+// (turboquant_prod's keys) the decoded rotated row also gets sqrt(pi/2) / d * rho * S^T sign(S r),
+// r = y - c the residual and rho = |x| |r|.
 std::vector<float> decode_with_tables(std::vector<float> x, const std::vector<float>& signs,
                                       const std::vector<float>& centroids,
-                                      const std::vector<float>& boundaries) {
+                                      const std::vector<float>& boundaries,
+                                      const std::vector<float>& sketch = {}) {
   for (float& v : x) v = f16_to_f32(f32_to_f16(v));
   double norm2 = 0;
   for (float v : x) norm2 += double{v} * v;
   const float norm = static_cast<float>(std::sqrt(norm2)), inv = 1.0f / norm;
-  std::vector<float> y(x);
+  std::vector<float> y(x), r(kDim);
   for (size_t i = 0; i < kDim; ++i) y[i] *= signs[i];
   fwht(y.data(), kDim);
-  for (float& v : y) {
-    v *= inv;
-    v = norm * centroids[static_cast<size_t>(std::upper_bound(boundaries.begin(), boundaries.end(), v) - boundaries.begin())];
+  double residual2 = 0;
+  for (size_t i = 0; i < kDim; ++i) {
+    const float unit = y[i] * inv;
+    const float level = centroids[static_cast<size_t>(std::upper_bound(boundaries.begin(), boundaries.end(), unit) - boundaries.begin())];
+    r[i] = unit - level;
+    residual2 += double{r[i]} * r[i];
+    y[i] = norm * level;
+  }
+  if (!sketch.empty()) {
+    const double factor = std::sqrt(std::acos(-1.0) / 2) / kDim * norm * std::sqrt(residual2);
+    for (size_t j = 0; j < kDim; ++j) {
+      double sr = 0;
+      for (size_t i = 0; i < kDim; ++i) sr += double{sketch[j * kDim + i]} * r[i];
+      for (size_t i = 0; i < kDim; ++i) y[i] += static_cast<float>((sr >= 0 ? factor : -factor) * sketch[j * kDim + i]);
+    }
   }
   fwht(y.data(), kDim);
   for (size_t i = 0; i < kDim; ++i) y[i] *= signs[i];
@@ -73,26 +91,31 @@ std::vector<float> decode_with_tables(std::vector<float> x, const std::vector<fl
 }
 
 TEST(DeviceCacheConfig, TurboQuantTablesReproduceTheCpuCodec) {
-  for (unsigned bits : {2u, 3u, 4u}) {
-    const std::string spec = "turboquant_mse:bits=" + std::to_string(bits) + ",vbits=" + std::to_string(bits);
-    const cuda::CacheConfig c = device_cache_config(spec, kShape, 1, 64);
-    ASSERT_EQ(c.format, CacheFormat::TurboQuantMse);
-    ASSERT_EQ(c.turboquant.key_centroids.size(), size_t{1} << bits);
-    KVCache cache(spec, kShape);
-    const size_t tokens = 16, n = tokens * kShape.kv_heads * kDim;
-    const std::vector<float> k = test::gaussian(n, 100 + bits), v = test::gaussian(n, 200 + bits);
-    cache.append(TensorView::f32(k.data(), {tokens, kShape.kv_heads, kDim}),
-                 TensorView::f32(v.data(), {tokens, kShape.kv_heads, kDim}));
-    const std::vector<float> cpu_k = cache.decode_keys(), cpu_v = cache.decode_values();
-    const cuda::TurboQuantTables& t = c.turboquant;
-    for (size_t row = 0; row < tokens * kShape.kv_heads; ++row) {
-      const auto slice = [&](const std::vector<float>& a) {
-        return std::vector<float>(a.begin() + row * kDim, a.begin() + (row + 1) * kDim);
-      };
-      EXPECT_LT(test::relative_l2(decode_with_tables(slice(k), t.key_signs, t.key_centroids, t.key_boundaries), slice(cpu_k)), 1e-6)
-          << spec << " key row " << row;
-      EXPECT_LT(test::relative_l2(decode_with_tables(slice(v), t.value_signs, t.value_centroids, t.value_boundaries), slice(cpu_v)), 1e-6)
-          << spec << " value row " << row;
+  for (const char* method : {"turboquant_mse", "turboquant_prod"}) {
+    for (unsigned bits : {2u, 3u, 4u}) {
+      const bool prod = std::string(method) == "turboquant_prod";
+      const std::string spec = std::string(method) + ":bits=" + std::to_string(bits) + ",vbits=" + std::to_string(bits);
+      const cuda::CacheConfig c = device_cache_config(spec, kShape, 1, 64);
+      ASSERT_EQ(c.format, prod ? CacheFormat::TurboQuantProd : CacheFormat::TurboQuantMse);
+      ASSERT_EQ(c.turboquant.key_centroids.size(), size_t{1} << (prod ? bits - 1 : bits));
+      ASSERT_EQ(c.turboquant.value_centroids.size(), size_t{1} << bits);
+      ASSERT_EQ(c.turboquant.key_sketch.size(), prod ? kDim * kDim : 0);
+      KVCache cache(spec, kShape);
+      const size_t tokens = 16, n = tokens * kShape.kv_heads * kDim;
+      const std::vector<float> k = test::gaussian(n, 100 + bits), v = test::gaussian(n, 200 + bits);
+      cache.append(TensorView::f32(k.data(), {tokens, kShape.kv_heads, kDim}),
+                   TensorView::f32(v.data(), {tokens, kShape.kv_heads, kDim}));
+      const std::vector<float> cpu_k = cache.decode_keys(), cpu_v = cache.decode_values();
+      const cuda::TurboQuantTables& t = c.turboquant;
+      for (size_t row = 0; row < tokens * kShape.kv_heads; ++row) {
+        const auto slice = [&](const std::vector<float>& a) {
+          return std::vector<float>(a.begin() + row * kDim, a.begin() + (row + 1) * kDim);
+        };
+        EXPECT_LT(test::relative_l2(decode_with_tables(slice(k), t.key_signs, t.key_centroids, t.key_boundaries, t.key_sketch), slice(cpu_k)), 1e-5)
+            << spec << " key row " << row;
+        EXPECT_LT(test::relative_l2(decode_with_tables(slice(v), t.value_signs, t.value_centroids, t.value_boundaries), slice(cpu_v)), 1e-6)
+            << spec << " value row " << row;
+      }
     }
   }
 }

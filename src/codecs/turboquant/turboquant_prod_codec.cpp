@@ -17,19 +17,19 @@ namespace veloxquant::turboquant {
 namespace {
 constexpr size_t kHeader = 2 * sizeof(float);  // norm, residual norm
 
-std::vector<float> gaussian_matrix(size_t dim, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<float> m(dim * dim);
-  for (auto& v : m) v = static_cast<float>(rng.normal());
-  return m;
-}
-
 float read_f32(const uint8_t* p) {
   float v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
 }  // namespace
+
+std::vector<float> TurboQuantProdCodec::sketch_matrix(size_t dim, uint64_t sketch_seed) {
+  Rng rng(sketch_seed);
+  std::vector<float> m(dim * dim);
+  for (auto& v : m) v = static_cast<float>(rng.normal());
+  return m;
+}
 
 ScalarCodebook TurboQuantProdCodec::mse_codebook(unsigned bits, size_t dim) {
   if (bits <= 1) return ScalarCodebook{{0.0f}, {}, 1.0 / static_cast<double>(dim)};
@@ -44,7 +44,7 @@ TurboQuantProdCodec::TurboQuantProdCodec(size_t dim, unsigned bits,
                                          const ScalarCodebook& mse_codebook,
                                          uint64_t rotation_seed, uint64_t sketch_seed)
     : dim_(dim), mse_bits_(bits - 1), codebook_(mse_codebook), rotation_(dim, rotation_seed),
-      sketch_(gaussian_matrix(dim, sketch_seed)),
+      sketch_(sketch_matrix(dim, sketch_seed)),
       qjl_factor_(static_cast<float>(std::sqrt(std::numbers::pi / 2) / static_cast<double>(dim))),
       mse_bytes_(mse_bits_ ? packed_bytes(dim, mse_bits_) : 0),
       stride_(kHeader + mse_bytes_ + packed_bytes(dim, 1)),

@@ -43,6 +43,9 @@ class TurboQuantProdCodec final : public Codec {
 
   // The (bits-1)-bit codebook this codec needs; bits = 1 gives the single level 0.
   static ScalarCodebook mse_codebook(unsigned bits, size_t dim);
+  // S, dim x dim row-major, drawn from sketch_seed as the codec draws it (the CUDA backend's
+  // tables repeat it).
+  static std::vector<float> sketch_matrix(size_t dim, uint64_t sketch_seed);
 
  private:
   void sketch(const float* v, float* out) const;             // out = S v

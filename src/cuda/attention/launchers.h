@@ -27,6 +27,8 @@ void launch_split_kernel(const SplitKernel& k, const AttendParams& p, int batch,
 // The attention kernel of each family for p's head_dim, query group and (KIVI) key group.
 SplitKernel fp16_split_kernel(const AttendParams& p);
 SplitKernel kivi_split_kernel(const AttendParams& p, int bits);
+// TurboQuant-MSE, or turboquant_prod when p.key_sketch is set (bits: its key bits, the sign's
+// included, and its value bits).
 SplitKernel turboquant_split_kernel(const AttendParams& p, int bits);
 
 void launch_fp16_append(const AppendParams& p, int batch, cudaStream_t stream);
@@ -37,8 +39,11 @@ struct TurboQuantDevice {  // device copies of TurboQuantTables
   const float* value_signs;
   const float* key_boundaries;
   const float* value_boundaries;
+  const float* key_levels;  // turboquant_prod: the keys' (bits-1)-bit levels, for the residual
+  const float* key_sketch;  // turboquant_prod: S transposed (S^T row-major); null for turboquant_mse
   float hadamard_scale;  // 1 / sqrt(head_dim), as the CPU's fwht computes it
 };
+// bits: the value bits, and the key bits (turboquant_prod's keys: bits - 1 code bits and a sign).
 void launch_turboquant_append(const AppendParams& p, int batch, int bits, const TurboQuantDevice& t,
                               cudaStream_t stream);
 

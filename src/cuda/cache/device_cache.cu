@@ -49,16 +49,22 @@ void check_config(const CacheConfig& c) {
   } else {
     require(c.residual == 0, "residual " + std::to_string(c.residual) + "; only kivi keeps a residual window");
   }
-  if (c.format == CacheFormat::TurboQuantMse) {
+  if (c.format == CacheFormat::TurboQuantMse || c.format == CacheFormat::TurboQuantProd) {
+    const bool prod = c.format == CacheFormat::TurboQuantProd;
     require(c.bits >= 2 && c.bits <= 4, "turboquant bits " + std::to_string(c.bits) + "; expected 2, 3 or 4");
     const TurboQuantTables& t = c.turboquant;
-    const size_t levels = size_t{1} << c.bits;
+    const size_t levels = size_t{1} << c.bits, key_levels = prod ? levels / 2 : levels;
     require(t.key_signs.size() == c.head_dim && t.value_signs.size() == c.head_dim,
             "turboquant signs: " + std::to_string(t.key_signs.size()) + " and " +
                 std::to_string(t.value_signs.size()) + "; expected head_dim each");
-    require(t.key_centroids.size() == levels && t.value_centroids.size() == levels &&
-                t.key_boundaries.size() == levels - 1 && t.value_boundaries.size() == levels - 1,
-            "turboquant codebooks do not have 2^bits levels and 2^bits - 1 boundaries");
+    require(t.key_centroids.size() == key_levels && t.value_centroids.size() == levels &&
+                t.key_boundaries.size() == key_levels - 1 && t.value_boundaries.size() == levels - 1,
+            "turboquant codebooks: " + std::to_string(t.key_centroids.size()) + " key and " +
+                std::to_string(t.value_centroids.size()) + " value levels; expected " +
+                std::to_string(key_levels) + " and " + std::to_string(levels) + ", with one boundary fewer each");
+    require(t.key_sketch.size() == (prod ? c.head_dim * c.head_dim : 0),
+            "turboquant key sketch of " + std::to_string(t.key_sketch.size()) + " values; expected " +
+                (prod ? "head_dim x head_dim" : std::string("none for turboquant_mse")));
   }
 }
 
@@ -72,7 +78,7 @@ struct DeviceCache::Impl {
   std::vector<double> inv_freq_host;
   double* inv_freq = nullptr;
   float *key_signs = nullptr, *value_signs = nullptr, *key_bounds = nullptr, *value_bounds = nullptr;
-  float *key_levels = nullptr, *value_levels = nullptr;
+  float *key_levels = nullptr, *value_levels = nullptr, *key_sketch = nullptr;
   float* part = nullptr;  // split partials: outputs, then (max, sum) pairs
   size_t part_floats = 0;
   // The last attention kernel's resident blocks per multiprocessor (asked once per kernel).
@@ -84,6 +90,9 @@ struct DeviceCache::Impl {
   }
 
   bool kivi() const { return config.format == CacheFormat::Kivi; }
+  bool turboquant() const {
+    return config.format == CacheFormat::TurboQuantMse || config.format == CacheFormat::TurboQuantProd;
+  }
   int key_block() const { return kivi() ? static_cast<int>(config.group) : 1; }
   int value_block() const { return kivi() ? 4 : 1; }
   int residual() const { return static_cast<int>(config.residual); }
@@ -96,13 +105,18 @@ struct DeviceCache::Impl {
     switch (config.format) {
       case CacheFormat::Fp16: return n * d * 2;
       case CacheFormat::Kivi: return n / config.group * kivi::KeyLayout{int(d), int(config.bits), int(config.group)}.block_bytes();
-      default: return n * (4 + d * config.bits / 8);
+      case CacheFormat::TurboQuantMse: return n * (4 + d * config.bits / 8);
+      case CacheFormat::TurboQuantProd: return n * (8 + d * config.bits / 8);  // 2 norms, bits-1 + 1 bits
     }
+    return 0;
   }
   size_t value_code_bytes(size_t n) const {
     const size_t d = config.head_dim;
-    if (!kivi()) return key_code_bytes(n);
-    return n / 4 * kivi::ValueLayout{int(d), int(config.bits), int(std::min(config.group, d))}.block_bytes();
+    switch (config.format) {
+      case CacheFormat::Fp16: return n * d * 2;
+      case CacheFormat::Kivi: return n / 4 * kivi::ValueLayout{int(d), int(config.bits), int(std::min(config.group, d))}.block_bytes();
+      default: return n * (4 + d * config.bits / 8);
+    }
   }
 
   void allocate(StreamView& s, size_t bytes_per_stream, int ring_tokens, int block) {
@@ -161,7 +175,7 @@ DeviceCache::DeviceCache(const CacheConfig& config) : impl_(std::make_unique<Imp
                                                             -2.0 * static_cast<double>(i) / config.rope.dims);
   }
   m.inv_freq = device_copy(m.inv_freq_host);
-  if (config.format == CacheFormat::TurboQuantMse) {
+  if (m.turboquant()) {
     const TurboQuantTables& t = config.turboquant;
     m.key_signs = device_copy(t.key_signs);
     m.value_signs = device_copy(t.value_signs);
@@ -169,6 +183,14 @@ DeviceCache::DeviceCache(const CacheConfig& config) : impl_(std::make_unique<Imp
     m.value_bounds = device_copy(t.value_boundaries);
     m.key_levels = device_copy(t.key_centroids);
     m.value_levels = device_copy(t.value_centroids);
+    if (!t.key_sketch.empty()) {
+      // Transposed, so that the kernels' threads (one per sketch row) read adjacent floats.
+      const size_t d = config.head_dim;
+      std::vector<float> transposed(d * d);
+      for (size_t r = 0; r < d; ++r)
+        for (size_t c = 0; c < d; ++c) transposed[c * d + r] = t.key_sketch[r * d + c];
+      m.key_sketch = device_copy(transposed);
+    }
   }
 }
 
@@ -180,7 +202,8 @@ DeviceCache::~DeviceCache() {
                   static_cast<void*>(m.inv_freq), static_cast<void*>(m.key_signs),
                   static_cast<void*>(m.value_signs), static_cast<void*>(m.key_bounds),
                   static_cast<void*>(m.value_bounds), static_cast<void*>(m.key_levels),
-                  static_cast<void*>(m.value_levels), static_cast<void*>(m.part)}) {
+                  static_cast<void*>(m.value_levels), static_cast<void*>(m.key_sketch),
+                  static_cast<void*>(m.part)}) {
     if (p != nullptr) cudaFree(p);
   }
 }
@@ -211,9 +234,10 @@ void DeviceCache::append(const uint16_t* k, const uint16_t* v, const int64_t* po
     case CacheFormat::Fp16: launch_fp16_append(p, batch, s); break;
     case CacheFormat::Kivi: launch_kivi_append(p, batch, int(c.bits), int(c.group), s); break;
     case CacheFormat::TurboQuantMse:
+    case CacheFormat::TurboQuantProd:
       launch_turboquant_append(p, batch, int(c.bits),
                                TurboQuantDevice{m.key_signs, m.value_signs, m.key_bounds, m.value_bounds,
-                                                m.hadamard_scale()}, s);
+                                                m.key_levels, m.key_sketch, m.hadamard_scale()}, s);
       break;
   }
   m.tokens += n;
@@ -238,11 +262,13 @@ void DeviceCache::attend(const uint16_t* q, size_t q_heads, float* out, void* st
   p.main_end = p.key_encoded;
   p.main_tiles = (p.main_end + kTileTokens - 1) / kTileTokens;
   p.kivi_group = static_cast<int>(c.group);
+  p.key_sketch = m.key_sketch;  // before the kernel is chosen: it picks turboquant_prod's by it
   SplitKernel kernel;
   switch (c.format) {
     case CacheFormat::Fp16: kernel = fp16_split_kernel(p); break;
     case CacheFormat::Kivi: kernel = kivi_split_kernel(p, int(c.bits)); break;
-    case CacheFormat::TurboQuantMse: kernel = turboquant_split_kernel(p, int(c.bits)); break;
+    case CacheFormat::TurboQuantMse:
+    case CacheFormat::TurboQuantProd: kernel = turboquant_split_kernel(p, int(c.bits)); break;
   }
   // Two full waves of the kernel's resident blocks: the splits of every stream, the ring's
   // included, fill them, so no wave runs a few blocks alone, and the short ring blocks leave room
@@ -272,7 +298,7 @@ void DeviceCache::attend(const uint16_t* q, size_t q_heads, float* out, void* st
   CombineParams cp;
   cp.part_o = p.part_o, cp.part_ml = p.part_ml, cp.splits = p.splits;
   cp.head_dim = p.head_dim, cp.q_heads = static_cast<int>(q_heads), cp.kv_heads = p.kv_heads;
-  cp.value_signs = c.format == CacheFormat::TurboQuantMse ? m.value_signs : nullptr;
+  cp.value_signs = m.turboquant() ? m.value_signs : nullptr;
   cp.out = out;
   launch_combine(cp, batch, m.hadamard_scale(), s);
 }
@@ -291,9 +317,13 @@ size_t DeviceCache::attend_read_bytes() const {
 
 size_t DeviceCache::stored_bytes() const {
   const Impl& m = *impl_;
-  size_t state = 0;  // per sequence, as KVCache counts a layer: signs bits plus f32 codebooks
-  if (m.config.format == CacheFormat::TurboQuantMse) {
-    state = 2 * ((m.config.head_dim + 7) / 8 + (size_t{1} << m.config.bits) * sizeof(float));
+  // Per sequence, as KVCache counts a layer: each stream's sign bits and f32 codebook, and
+  // turboquant_prod's f32 sketch.
+  size_t state = 0;
+  if (m.turboquant()) {
+    const TurboQuantTables& t = m.config.turboquant;
+    state = 2 * ((m.config.head_dim + 7) / 8) +
+            (t.key_centroids.size() + t.value_centroids.size() + t.key_sketch.size()) * sizeof(float);
   }
   return attend_read_bytes() + state * m.config.batch;
 }

@@ -55,6 +55,7 @@ struct AttendParams {
   const float* key_codebook = nullptr;        // TurboQuant levels
   const float* value_codebook = nullptr;
   const float* key_signs = nullptr;           // TurboQuant key rotation
+  const float* key_sketch = nullptr;          // turboquant_prod: S transposed (S^T row-major); else null
   float* part_o = nullptr;  // [batch * q_heads, splits, head_dim]
   float* part_ml = nullptr; // [batch * q_heads, splits, 2]: running max and sum of exponentials
 };

@@ -4,6 +4,10 @@
 // coordinate 0 up, signs, the Walsh-Hadamard butterflies stage by stage (in registers and warp
 // shuffles while a pair sits inside one warp), the 1/sqrt(d) scale,
 // the 1/norm scale, then the count of codebook boundaries <= y; so the records match bytewise.
+// turboquant_prod's keys (turboquant/turboquant_prod_codec.cpp) go on: the residual r = y - level
+// (its squared norm summed in double like the norm), the sketch S r (a thread per row; its sum
+// runs in another order than the CPU's SIMD dot, so a sign may differ where S r is within
+// rounding of 0), then [f32 norm][f32 norm |r|][bits-1 bit codes][sign bits].
 #include <cuda_fp16.h>
 
 #include "cuda/attention/launchers.h"
@@ -14,26 +18,46 @@
 namespace veloxquant::cuda {
 namespace {
 
-__global__ void turboquant_append_kernel(AppendParams p, int bits, TurboQuantDevice tq) {
-  extern __shared__ double squares[];  // head_dim doubles, then head_dim floats, then head_dim codes
-  float* y = reinterpret_cast<float*>(squares + p.head_dim);
-  auto* codes = reinterpret_cast<uint8_t*>(y + p.head_dim);
-  __shared__ float norm_s;
-  const int d = p.head_dim, c = threadIdx.x, t = blockIdx.x, seq = blockIdx.y;
-  const bool key = blockIdx.z == 0;
-  const StreamView& s = key ? p.keys : p.values;
-  float v = appended_value(p, key ? p.k : p.v, key, seq, t, c);
-  // The squares are exact in double, so only the sum's order matters: one thread adds them up
-  // from coordinate 0, as the CPU does.
-  squares[c] = __dmul_rn(static_cast<double>(v), static_cast<double>(v));
+// Packs `count` codes of `bits` bits (code i at bits [i * bits, (i + 1) * bits), little-endian)
+// into out; the block's threads take a byte each.
+__device__ void pack_codes(uint8_t* out, const uint8_t* codes, int count, int bits, int thread, int threads) {
+  for (int byte = thread; byte < count * bits / 8; byte += threads) {
+    unsigned acc = 0;
+    for (int b = 0; b < 8; ++b) {
+      const int bit = byte * 8 + b;
+      acc |= ((codes[bit / bits] >> (bit % bits)) & 1u) << b;
+    }
+    out[byte] = static_cast<uint8_t>(acc);
+  }
+}
+
+// Thread 0's sum of squares[0..d) from index 0 up, in double (the CPU's order); all threads
+// return it.
+__device__ double ordered_sum(const double* squares, int d, double* result) {
   __syncthreads();
-  if (c == 0) {
+  if (threadIdx.x == 0) {
     double sum = 0;
     for (int i = 0; i < d; ++i) sum = __dadd_rn(sum, squares[i]);
-    norm_s = static_cast<float>(sqrt(sum));
+    *result = sum;
   }
   __syncthreads();
-  const float norm = norm_s;
+  return *result;
+}
+
+__global__ void turboquant_append_kernel(AppendParams p, int bits, TurboQuantDevice tq) {
+  extern __shared__ double squares[];  // head_dim doubles, then head_dim floats, head_dim codes, head_dim signs
+  float* y = reinterpret_cast<float*>(squares + p.head_dim);
+  auto* codes = reinterpret_cast<uint8_t*>(y + p.head_dim);
+  uint8_t* signs = codes + p.head_dim;
+  __shared__ double sum_s;
+  const int d = p.head_dim, c = threadIdx.x, t = blockIdx.x, seq = blockIdx.y;
+  const bool key = blockIdx.z == 0, prod = key && tq.key_sketch != nullptr;
+  const int code_bits = prod ? bits - 1 : bits;
+  const StreamView& s = key ? p.keys : p.values;
+  float v = appended_value(p, key ? p.k : p.v, key, seq, t, c);
+  // The squares are exact in double, so only the sum's order matters.
+  squares[c] = __dmul_rn(static_cast<double>(v), static_cast<double>(v));
+  const float norm = static_cast<float>(sqrt(ordered_sum(squares, d, &sum_s)));
   if (norm != 0) {
     // Butterfly stage `len`: the lower coordinate of each pair (a, a + len) becomes y[a] + y[a + len],
     // the upper y[a] - y[a + len]. Pairs closer than a warp trade through shuffles, the rest
@@ -57,28 +81,33 @@ __global__ void turboquant_append_kernel(AppendParams p, int bits, TurboQuantDev
   }
   const float* bounds = key ? tq.key_boundaries : tq.value_boundaries;
   unsigned code = 0;
-  for (int i = 0; i < (1 << bits) - 1; ++i) code += bounds[i] <= v ? 1u : 0u;
+  for (int i = 0; i < (1 << code_bits) - 1; ++i) code += bounds[i] <= v ? 1u : 0u;
   codes[c] = static_cast<uint8_t>(code);
+  float rho = 0;
+  if (prod) {
+    const float r = __fsub_rn(v, tq.key_levels[code]);
+    squares[c] = __dmul_rn(static_cast<double>(r), static_cast<double>(r));
+    y[c] = r;
+    rho = __fmul_rn(norm, static_cast<float>(sqrt(ordered_sum(squares, d, &sum_s))));
+    float sr = 0;  // (S r)_c: the threads of a step read a row of S^T, adjacent floats
+    for (int i = 0; i < d; ++i) sr = fmaf(tq.key_sketch[i * d + c], y[i], sr);
+    signs[c] = sr >= 0 ? 1 : 0;
+  }
   __syncthreads();
-  // Record [f32 norm][codes packed little-endian, code i at bits [i * bits, (i + 1) * bits)].
-  const int record = 4 + d * bits / 8;
+  const int header = prod ? 8 : 4, code_bytes = d * code_bits / 8;
+  const int record = header + code_bytes + (prod ? d / 8 : 0);
   uint8_t* out = s.codes + seq * s.stream_bytes + static_cast<size_t>(p.old_tokens + t) * record;
   if (c == 0) *reinterpret_cast<float*>(out) = norm;
-  for (int byte = c; byte < d * bits / 8; byte += d) {
-    unsigned acc = 0;
-    for (int b = 0; b < 8; ++b) {
-      const int bit = byte * 8 + b;
-      acc |= ((codes[bit / bits] >> (bit % bits)) & 1u) << b;
-    }
-    out[4 + byte] = static_cast<uint8_t>(acc);
-  }
+  if (c == 0 && prod) *reinterpret_cast<float*>(out + 4) = rho;
+  pack_codes(out + header, codes, d, code_bits, c, d);
+  if (prod) pack_codes(out + header + code_bytes, signs, d, 1, c, d);
 }
 
 }  // namespace
 
 void launch_turboquant_append(const AppendParams& p, int batch, int bits, const TurboQuantDevice& t,
                               cudaStream_t stream) {
-  const size_t bytes = p.head_dim * (sizeof(double) + sizeof(float) + 1);
+  const size_t bytes = p.head_dim * (sizeof(double) + sizeof(float) + 2);
   turboquant_append_kernel<<<dim3(p.n, batch * p.kv_heads, 2), p.head_dim, bytes, stream>>>(p, bits, t);
   VQ_CUDA_CHECK_LAUNCH("turboquant_append_kernel");
 }
