@@ -45,12 +45,6 @@ class Codec {
   // once per stream.
   virtual size_t state_bytes() const = 0;
 
-  // Calibration: codecs with learned parameters (codebooks, smoothing factors) fit them to
-  // representative samples ([n, dim]) before the first encode. Tuning-free codecs (every method
-  // of the foundation release) need none: needs_fit() is false and fit() changes nothing.
-  virtual bool needs_fit() const { return false; }
-  virtual void fit(const float* /*samples*/, size_t /*n*/) {}
-
   // x: [n, dim] row-major. REQUIRES: n % block_tokens() == 0, values finite with |x| <= 65504
   // (KVCache::append refuses anything else; docs/reliability.md has what each codec does at the
   // edges of that range).

@@ -39,14 +39,14 @@ class StreamCodec {
     codec_ = prototype_;
     spec_ = spec.to_string();
     stream_ = stream;
-    // Codecs fitted per stream or calibrated are not ready until fit() has seen data.
-    ready_ = !prototype_->fits_streams() && !prototype_->needs_fit();
+    // Codecs fitted per stream are not ready until fit() has seen data; calibrated ones got their
+    // tables from the artifact above.
+    ready_ = !prototype_->fits_streams();
   }
 
   void fit(const InArray& x) {
     const std::span<const float> rows = checked_rows(x, "x");
     const size_t n = rows.size() / dim();
-    prototype_->fit(rows.data(), n);  // a no-op for codecs that need no calibration
     if (prototype_->fits_streams()) codec_ = codec_for_stream(*prototype_, rows.data(), n);
     ready_ = true;
   }
@@ -152,7 +152,8 @@ void bind_codec(nb::module_& m) {
            nb::arg("dim") = 128, nb::arg("stream") = "key", nb::arg("seed") = 0,
            "Raises SpecError naming the parameter when the spec is invalid.")
       .def("fit", &StreamCodec::fit, nb::arg("x"),
-           "Fits a calibrated or per-stream codec to x ([n, dim] float32); other codecs ignore it.")
+           "Fits a codec fitted per stream (svdq, palu, rabitq) to x ([n, dim] float32) as a stream's "
+           "first tokens; other codecs ignore it (calibrated ones load artifacts= from the spec).")
       .def("encode", &StreamCodec::encode, nb::arg("x"),
            "The codes of x ([n, dim] float32, n a multiple of block_tokens, finite, |x| <= 65504) "
            "as uint8 bytes.")

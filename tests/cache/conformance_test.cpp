@@ -210,23 +210,6 @@ TEST_P(Conformance, SameSeedSameBytes) {
   ASSERT_EQ(0, std::memcmp(oa.data(), ob.data(), oa.size() * sizeof(float)));
 }
 
-// Tuning-free methods: fitting is a no-op, so encoding is the same before and after.
-TEST_P(Conformance, FitChangesNothingForTuningFreeCodecs) {
-  const size_t hd = dim();
-  const Spec spec = parse_spec(name());
-  const LayerCodecs c = spec.method->make(spec.params, shape_for(name(), kHeads, hd, 4));
-  const SyntheticKV w = make_synthetic_kv(64, 1, hd, 1, 1, 8);
-  for (Codec* codec : {c.key.get(), c.value.get()}) {
-    ASSERT_FALSE(codec->needs_fit());
-    const std::shared_ptr<const Codec> ready = codec_for_stream(*codec, w.keys.data(), 64);
-    std::vector<uint8_t> before(codec->code_bytes(64)), after(before.size());
-    ready->encode(w.keys.data(), 64, before.data());
-    codec->fit(w.values.data(), 64);
-    ready->encode(w.keys.data(), 64, after.data());
-    EXPECT_EQ(before, after);
-  }
-}
-
 TEST_P(Conformance, RejectsBadInput) {
   const size_t hd = dim();
   KVCache cache(name(), shape_for(name(), kHeads, hd, 0));
