@@ -154,12 +154,14 @@ TEST(Spectral, TheBasisIsTheSpikedDirectionsWithTheirBits) {
   double top = 0, all = 0;
   for (size_t j = 0; j < kDim; ++j) (j < 4 ? top : all) += eigenvalues[j];
   EXPECT_GT(top / (top + all), 0.7);
-  const spectral::Allocation a = spectral::allocate(eigenvalues, 3, 0);
+  const spectral::Allocation a = spectral::allocate(eigenvalues, {3, 0, true});
   EXPECT_GE(a.signal, 3u);
   EXPECT_LE(a.signal, 8u);
   EXPECT_EQ(std::accumulate(a.bits.begin(), a.bits.end(), size_t{0}), 3 * kDim);
   for (size_t j = 0; j < 4; ++j) EXPECT_GE(a.bits[j], 6u) << "spike " << j;
   EXPECT_EQ(cal.table(0, "key.signal.levels", a.signal_levels()).size(), a.signal_levels());
+  // alloc=uniform gives every direction the average (the ablation of the water-filling).
+  EXPECT_EQ(spectral::allocate(eigenvalues, {3, 0, false}).bits, std::vector<unsigned>(kDim, 3));
   // signal= sets d_s instead.
   const Fitted g("spectral:signal=2");
   EXPECT_EQ(g.shape.calibration->layers[0].table(0, "key.noise.center", kDim - 2).size(), kDim - 2);

@@ -38,18 +38,19 @@ size_t Allocation::noise_levels() const {
   return n;
 }
 
-Allocation allocate(std::span<const float> eigenvalues, unsigned bits, size_t signal) {
+Allocation allocate(std::span<const float> eigenvalues, const AllocationRule& rule) {
   const std::vector<double> variances(eigenvalues.begin(), eigenvalues.end());
   Allocation a;
-  a.bits = water_fill_bits(variances, bits * variances.size());
-  a.signal = signal ? signal : participation_signal_count(variances);
+  a.bits = rule.water_fill ? water_fill_bits(variances, rule.bits * variances.size())
+                           : std::vector<unsigned>(variances.size(), rule.bits);
+  a.signal = rule.signal ? rule.signal : participation_signal_count(variances);
   for (size_t j = a.signal; j < a.bits.size(); ++j) a.noise_widths.push_back(a.bits[j]);
   std::sort(a.noise_widths.begin(), a.noise_widths.end());
   a.noise_widths.erase(std::unique(a.noise_widths.begin(), a.noise_widths.end()), a.noise_widths.end());
   return a;
 }
 
-FittedHead fit_head(const float* keys, size_t tokens, size_t stride, size_t d, unsigned bits, size_t signal) {
+FittedHead fit_head(const float* keys, size_t tokens, size_t stride, size_t d, const AllocationRule& rule) {
   const auto dd = static_cast<Eigen::Index>(d);
   // The unit keys; a text of zero keys alone leaves one zero row, so every table is still fitted.
   std::vector<float> units;
@@ -92,7 +93,7 @@ FittedHead fit_head(const float* keys, size_t tokens, size_t stride, size_t d, u
     rotate(f.rotation, units.data() + t * d, y.data(), d);
     for (size_t j = 0; j < d; ++j) coords[j][t] = y[j];
   }
-  const Allocation a = allocate(f.eigenvalues, bits, signal);
+  const Allocation a = allocate(f.eigenvalues, rule);
   for (size_t j = 0; j < a.signal; ++j) {
     const std::vector<float> levels = lloyd_max_levels(coords[j], a.bits[j]);
     f.signal_levels.insert(f.signal_levels.end(), levels.begin(), levels.end());

@@ -19,9 +19,15 @@ struct Allocation {
   size_t noise_levels() const;         // sum over noise_widths of 2^width
 };
 
-// eigenvalues: descending, >= 0. signal: d_s, or 0 for the participation ratio
-// (participation_signal_count). REQUIRES: 1 <= bits <= 8, signal <= eigenvalues.size().
-Allocation allocate(std::span<const float> eigenvalues, unsigned bits, size_t signal);
+// What a spec chooses: the average bits, d_s, and whether the bits are water-filled.
+struct AllocationRule {
+  unsigned bits = 3;
+  size_t signal = 0;       // d_s, or 0 for the participation ratio (participation_signal_count)
+  bool water_fill = true;  // false: `bits` for every direction (alloc=uniform, the ablation)
+};
+
+// eigenvalues: descending, >= 0. REQUIRES: 1 <= rule.bits <= 8, rule.signal <= eigenvalues.size().
+Allocation allocate(std::span<const float> eigenvalues, const AllocationRule& rule);
 
 // One KV head's calibrated tables, as the artifact stores them.
 struct FittedHead {
@@ -33,7 +39,7 @@ struct FittedHead {
 };
 
 // keys: `tokens` rows of d floats, `stride` floats apart (one KV head of a [tokens, kv_heads, d]
-// array). REQUIRES: d >= 1, 1 <= bits <= 8, signal <= d.
-FittedHead fit_head(const float* keys, size_t tokens, size_t stride, size_t d, unsigned bits, size_t signal);
+// array). REQUIRES: d >= 1, 1 <= rule.bits <= 8, rule.signal <= d.
+FittedHead fit_head(const float* keys, size_t tokens, size_t stride, size_t d, const AllocationRule& rule);
 
 }  // namespace veloxquant::spectral

@@ -32,13 +32,17 @@ size_t signal_of(const Params& p, size_t d) {
   return s;
 }
 
+spectral::AllocationRule rule_of(const Params& p, size_t d) {
+  return {bits_of(p), signal_of(p, d), p.get_choice("alloc") == "waterfill"};
+}
+
 LayerCalibration fit(const Params& p, const CalibrationSamples& s) {
-  const size_t signal = signal_of(p, s.head_dim);
+  const spectral::AllocationRule rule = rule_of(p, s.head_dim);
   LayerCalibration out;
   out.heads.resize(s.kv_heads);
   for (size_t h = 0; h < s.kv_heads; ++h) {
     spectral::FittedHead f = spectral::fit_head(s.keys.data() + h * s.head_dim, s.tokens,
-                                                s.kv_heads * s.head_dim, s.head_dim, bits_of(p), signal);
+                                                s.kv_heads * s.head_dim, s.head_dim, rule);
     out.heads[h]["key.rotation"] = std::move(f.rotation);
     out.heads[h]["key.eigenvalues"] = std::move(f.eigenvalues);
     out.heads[h]["key.signal.levels"] = std::move(f.signal_levels);
@@ -59,7 +63,7 @@ void require_ascending(std::span<const float> levels, size_t head, const char* t
 }
 
 // One KV head's basis from its tables, each checked the way fit() writes it.
-spectral::HeadBasis basis_of(const LayerCalibration& cal, size_t head, size_t d, unsigned bits, size_t signal) {
+spectral::HeadBasis basis_of(const LayerCalibration& cal, size_t head, size_t d, const spectral::AllocationRule& rule) {
   const std::span<const float> eigenvalues = cal.table(head, "key.eigenvalues", d);
   for (size_t j = 0; j < d; ++j) {
     if (eigenvalues[j] < 0 || (j > 0 && eigenvalues[j] > eigenvalues[j - 1])) {
@@ -67,7 +71,7 @@ spectral::HeadBasis basis_of(const LayerCalibration& cal, size_t head, size_t d,
                                     kName, j, head, eigenvalues[j]));
     }
   }
-  const spectral::Allocation a = spectral::allocate(eigenvalues, bits, signal);
+  const spectral::Allocation a = spectral::allocate(eigenvalues, rule);
   const std::span<const float> rotation = cal.table(head, "key.rotation", d * d);
   for (size_t i = 0; i < d; ++i) {
     for (size_t j = 0; j <= i; ++j) {
@@ -116,13 +120,13 @@ LayerCodecs make(const Params& p, const LayerShape& s) {
     throw SpecError(fmt::format("{}: head_dim {}; expected >= 2 (the values' random rotation needs a "
                                 "circle to turn)", kName, s.head_dim));
   }
-  const size_t d = s.head_dim, signal = signal_of(p, d);
-  const unsigned bits = bits_of(p);
+  const size_t d = s.head_dim;
+  const spectral::AllocationRule rule = rule_of(p, d);
   const LayerCalibration& cal = layer_calibration(kName, p, s);
   std::vector<spectral::HeadBasis> heads;
-  for (size_t h = 0; h < s.kv_heads; ++h) heads.push_back(basis_of(cal, h, d, bits, signal));
+  for (size_t h = 0; h < s.kv_heads; ++h) heads.push_back(basis_of(cal, h, d, rule));
   LayerCodecs c;
-  c.key = std::make_unique<spectral::SpectralKeyCodec>(d, bits * d, std::move(heads));
+  c.key = std::make_unique<spectral::SpectralKeyCodec>(d, rule.bits * d, std::move(heads));
   c.value = std::make_unique<turboquant::TurboQuantMseCodec>(
       d, static_cast<unsigned>(p.get_int("vbits")), turboquant_stream_seed(s, TurboQuantStream::ValueRotation));
   return c;
@@ -143,6 +147,9 @@ MethodInfo spectral_method() {
       ParamDef::integer("bits", 3, 1, 8, "average key bits per coordinate (water-filled over directions)"),
       ParamDef::integer("signal", 0, 0, 1024,
                         "signal directions with levels of their own; 0: the participation ratio"),
+      ParamDef::choice("alloc", {"waterfill", "uniform"}, "waterfill",
+                       "bits per eigen-direction: reverse water-filling on the eigenvalues, or `bits` "
+                       "everywhere (an ablation)"),
       ParamDef::integer("vbits", 4, 1, 8, "value bits per coordinate (turboquant_mse)"),
       ParamDef::text("artifacts", "directory holding the calibration (veloxquant calibrate -o DIR)"),
   };
