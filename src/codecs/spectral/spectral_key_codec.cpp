@@ -120,10 +120,12 @@ void SpectralKeyCodec::encode(const float* x, size_t n, uint8_t* codes) const {
 void SpectralKeyCodec::level_indices(const uint8_t* rec, uint32_t* idx) const {
   const uint8_t* bits = rec + kNormBytes;
   for (size_t j = 0; j < dim_; ++j) {
-    uint32_t code = 0;
-    const uint32_t width = dirs_.bit_offset[j + 1] - dirs_.bit_offset[j];
-    for (uint32_t k = 0, at = dirs_.bit_offset[j]; k < width; ++k, ++at) code |= ((bits[at / 8] >> (at % 8)) & 1u) << k;
-    idx[j] = dirs_.level_offset[j] + code;
+    // A code of at most 8 bits lies in one byte or straddles two; the second is read only when the
+    // code reaches into it, so nothing past the record's last code byte is read.
+    const uint32_t at = dirs_.bit_offset[j], width = dirs_.bit_offset[j + 1] - at, shift = at % 8;
+    uint32_t window = bits[at / 8];
+    if (shift + width > 8) window |= uint32_t{bits[at / 8 + 1]} << 8;
+    idx[j] = dirs_.level_offset[j] + ((window >> shift) & ((1u << width) - 1));
   }
 }
 
