@@ -14,6 +14,7 @@
 #include "codecs/rabitq/method.h"
 #include "codecs/svdq/method.h"
 #include "codecs/turboquant/method.h"
+#include "codecs/vecinfer/method.h"
 #include "codecs/xquant/method.h"
 #include "codecs/zipcache/method.h"
 #include "cache/eviction/methods.h"
@@ -42,6 +43,7 @@ const std::vector<MethodInfo>& registered_methods() {
       minicache_method(),
       xquant_method(),
       rabitq_method(),
+      vecinfer_method(),
   };
   return all;
 }
