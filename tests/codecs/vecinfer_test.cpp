@@ -62,6 +62,20 @@ TEST(Vecinfer, SmoothingFactorsAreTheRootsOfTheChannelPeaks) {
   EXPECT_EQ(lambda, (std::vector<float>{2, 3, 1, 4}));  // an all-zero channel gets 1
 }
 
+// The artifact holds the factors of the calibration keys, or ones under smooth=false (the
+// rotation alone: the paper's ablation).
+TEST(Vecinfer, TheArtifactHoldsTheCalibrationKeysFactors) {
+  const size_t d = 16, n = 256;
+  const SyntheticKV w = make_synthetic_kv(n, 1, d, 1, 1, 4);
+  const CalibrationSamples samples{w.keys, w.values, n, 1, d, 0};
+  const auto smoothed = calibrate_on_samples(parse_spec("vecinfer"), samples);
+  const auto plain = calibrate_on_samples(parse_spec("vecinfer:smooth=false"), samples);
+  const std::span<const float> a = smoothed->layers[0].table(0, "key.smooth", d);
+  const std::span<const float> b = plain->layers[0].table(0, "key.smooth", d);
+  EXPECT_EQ(std::vector<float>(a.begin(), a.end()), vecinfer::smoothing_factors(w.keys.data(), n, d, d));
+  EXPECT_EQ(std::vector<float>(b.begin(), b.end()), std::vector<float>(d, 1.0f));
+}
+
 // q' . k' = (R (lambda q)) . (R (k / lambda)) = q . k for any keys, and the keys come back.
 TEST(Vecinfer, TheTransformFoldsIntoTheQueryExactly) {
   for (size_t d : {128, 80}) {  // a Hadamard rotation, then a dense one

@@ -8,9 +8,9 @@
 namespace veloxquant::vecinfer {
 
 FittedHead fit_head(const float* keys, size_t tokens, size_t stride, size_t dim, size_t dims,
-                    size_t centroids, uint64_t seed) {
+                    size_t centroids, bool smooth, uint64_t seed) {
   FittedHead f;
-  f.smooth = smoothing_factors(keys, tokens, stride, dim);
+  f.smooth = smooth ? smoothing_factors(keys, tokens, stride, dim) : std::vector<float>(dim, 1.0f);
   std::vector<float> y(tokens * dim);
   for (size_t t = 0; t < tokens; ++t)
     for (size_t c = 0; c < dim; ++c) y[t * dim + c] = keys[t * stride + c];

@@ -15,9 +15,9 @@ struct FittedHead {
 };
 
 // keys: `tokens` rows of `dim` floats, `stride` floats apart (one KV head of a [tokens, kv_heads,
-// dim] array). k-means++ seeding of sub-space s draws from derive_seed(seed, {s}).
+// dim] array). Without `smooth` every lambda is 1 (the rotation alone). k-means++ seeding of sub-space s draws from derive_seed(seed, {s}).
 // REQUIRES: tokens >= 1, dims divides dim, 1 <= centroids <= 256.
 FittedHead fit_head(const float* keys, size_t tokens, size_t stride, size_t dim, size_t dims,
-                    size_t centroids, uint64_t seed);
+                    size_t centroids, bool smooth, uint64_t seed);
 
 }  // namespace veloxquant::vecinfer

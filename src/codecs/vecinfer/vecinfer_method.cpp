@@ -23,6 +23,7 @@ constexpr uint64_t kCodebookSeed = 0x636f6465626f6f6b;  // "codebook"
 
 struct PqShape {
   size_t dims, centroids;
+  bool smooth;
 };
 
 // The spec's product-VQ shape for keys of head_dim d; throws SpecError when dims does not divide d.
@@ -32,7 +33,7 @@ PqShape pq_shape(const Params& p, size_t d) {
     throw SpecError(fmt::format("{}: dims={} does not divide head_dim {}; expected a sub-vector "
                                 "length that cuts the head into whole sub-vectors", kName, dims, d));
   }
-  return {dims, static_cast<size_t>(p.get_int("centroids"))};
+  return {dims, static_cast<size_t>(p.get_int("centroids")), p.get_bool("smooth")};
 }
 
 LayerCalibration fit(const Params& p, const CalibrationSamples& s) {
@@ -41,7 +42,8 @@ LayerCalibration fit(const Params& p, const CalibrationSamples& s) {
   out.heads.resize(s.kv_heads);
   for (size_t h = 0; h < s.kv_heads; ++h) {
     vecinfer::FittedHead f = vecinfer::fit_head(s.keys.data() + h * s.head_dim, s.tokens, s.kv_heads * s.head_dim,
-                                                s.head_dim, pq.dims, pq.centroids, derive_seed(kCodebookSeed, {h}));
+                                                s.head_dim, pq.dims, pq.centroids, pq.smooth,
+                                                derive_seed(kCodebookSeed, {h}));
     out.heads[h]["key.smooth"] = std::move(f.smooth);
     out.heads[h]["key.codebooks"] = std::move(f.codebooks);
   }
@@ -98,6 +100,8 @@ MethodInfo vecinfer_method() {
   m.params = {
       ParamDef::integer("dims", 8, 1, 64, "key sub-vector length (must divide head_dim)"),
       ParamDef::integer("centroids", 256, 2, 256, "k-means centroids per key sub-space (one index byte)"),
+      ParamDef::boolean("smooth", true, "divide key channels by sqrt(max |K_c|) before the rotation "
+                        "(false: rotation alone, the paper's ablation)"),
       ParamDef::integer("vbits", 4, 1, 8, "value bits per coordinate (turboquant_mse)"),
       ParamDef::text("artifacts", "directory holding the calibration (veloxquant calibrate -o DIR)"),
   };
