@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -159,11 +160,13 @@ TEST(Vecinfer, ATokenStoresOneIndexBytePerSubVectorPlusItsValue) {
   const LayerCodecs c = cal.codecs("vecinfer:dims=4,vbits=3");
   EXPECT_EQ(c.key->code_bytes(n), n * 32);
   EXPECT_EQ(c.value->code_bytes(n), n * (4 + 48));  // f32 norm + 128 3-bit codes
-  // Per head: 128 f32 smoothing factors, 32 codebooks of 256 fp16 centroids of 4; the rotation's signs.
-  EXPECT_EQ(c.key->state_bytes(), heads * (128 * 4 + 32 * 256 * 4 * 2) + 128 / 8);
+  // Per stream (KV head): 128 f32 smoothing factors, 32 codebooks of 256 fp16 centroids of 4.
+  // Per layer: the rotation's signs.
+  EXPECT_EQ(c.key->stream_state_bytes(), 128 * 4 + 32 * 256 * 4 * 2);
+  EXPECT_EQ(c.key->state_bytes(), 128u / 8);
   KVCache cache("vecinfer:dims=4,vbits=3", cal.shape);
   cache.append(TensorView::f32(cal.keys.data(), {n, heads, d}), TensorView::f32(cal.keys.data(), {n, heads, d}));
-  EXPECT_EQ(cache.key_bytes(), heads * n * 32 + c.key->state_bytes());
+  EXPECT_EQ(cache.key_bytes(), heads * (n * 32 + c.key->stream_state_bytes()) + c.key->state_bytes());
   EXPECT_EQ(cache.value_bytes(), heads * n * 52 + c.value->state_bytes());
 }
 
@@ -212,7 +215,27 @@ TEST(Vecinfer, CorruptCodesAreRefused) {
   const std::vector<uint8_t> all(c.key->code_bytes(32), 255);
   EXPECT_NO_THROW(codec_for_stream(*c.key, full.keys.data(), 1)->check_codes(all.data(), 32));
   EXPECT_CONTAINS(test::error_message<Error>([&] { test::round_trip(*c.key, full.keys, 1); }), "prototype");
-  EXPECT_CONTAINS(test::error_message<Error>([&] { (void)c.key->with_states({{1, 2}}, 0); }), "holds 2 bytes");
+}
+
+// A stream's state (its KV head's tables, as a session file holds them) is checked when read back.
+TEST(Vecinfer, DamagedStreamStatesAreRefused) {
+  const size_t d = 16;
+  const Calibrated cal("vecinfer", d);
+  const LayerCodecs c = cal.codecs("vecinfer");
+  const std::vector<std::vector<uint8_t>> good = c.key->fit_streams(cal.keys.data(), 1, 1);
+  ASSERT_EQ(good[0].size(), c.key->stream_state_bytes());
+  EXPECT_NO_THROW((void)c.key->with_states(good, 0));
+  EXPECT_CONTAINS(test::error_message<Error>([&] { (void)c.key->with_states({{1, 2}}, 0); }),
+                  "holds 2 bytes; expected 8256 (16 f32 smoothing factors, 4096 fp16 codebook entries)");
+  std::vector<std::vector<uint8_t>> bad = good;
+  const float zero = 0.0f;
+  std::memcpy(bad[0].data() + 4 * 3, &zero, 4);
+  EXPECT_CONTAINS(test::error_message<Error>([&] { (void)c.key->with_states(bad, 0); }),
+                  "smoothing factor 0 for key channel 3");
+  bad = good;
+  bad[0][4 * d + 2 * 5] = 0x00, bad[0][4 * d + 2 * 5 + 1] = 0x7c;  // +inf
+  EXPECT_CONTAINS(test::error_message<Error>([&] { (void)c.key->with_states(bad, 0); }), "codebook entry 5 = inf");
+  EXPECT_CONTAINS(test::error_message<Error>([&] { (void)c.key->with_states(good, 1); }), "no tables for KV head 1");
 }
 
 TEST(Vecinfer, SpecParametersAreChecked) {

@@ -3,10 +3,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 
 #include "codecs/rabitq/ivf.h"
 #include "codecs/vecinfer/key_transform.h"
+#include "core/half_bytes.h"
 #include "veloxquant/error.h"
+#include "veloxquant/tensor.h"
 
 namespace veloxquant::vecinfer {
 
@@ -18,36 +22,62 @@ VecinferKeyCodec::VecinferKeyCodec(size_t dim, size_t dims, size_t centroids, st
       rotation_(key_rotation(dim)),
       heads_(std::make_shared<const std::vector<HeadTables>>(std::move(heads))) {}
 
-size_t VecinferKeyCodec::state_bytes() const {
-  const size_t per_head = 4 * dim_ + 2 * subspaces_ * centroids_ * dims_;
-  return heads_->size() * per_head + rotation_.state_bytes();
-}
-
 std::vector<std::vector<uint8_t>> VecinferKeyCodec::fit_streams(const float*, size_t, size_t heads) const {
-  return std::vector<std::vector<uint8_t>>(heads);
+  if (heads > heads_->size()) {
+    throw Error(fmt::format("vecinfer: {} KV heads to code and tables for {}; expected tables for "
+                            "every KV head", heads, heads_->size()));
+  }
+  std::vector<std::vector<uint8_t>> states(heads);
+  for (size_t h = 0; h < heads; ++h) {
+    const HeadTables& t = (*heads_)[h];
+    std::vector<uint8_t>& s = states[h];
+    s.resize(stream_state_bytes());
+    std::memcpy(s.data(), t.smooth.data(), 4 * dim_);
+    for (size_t i = 0; i < t.codebooks.size(); ++i) store_half(s.data() + 4 * dim_ + 2 * i, f32_to_f16(t.codebooks[i]));
+  }
+  return states;
 }
 
 std::unique_ptr<Codec> VecinferKeyCodec::with_states(const std::vector<std::vector<uint8_t>>& states,
                                                      size_t head) const {
-  if (head >= states.size() || head >= heads_->size()) {
-    throw Error(fmt::format("vecinfer: no tables for KV head {} ({} stream states, {} calibrated "
-                            "heads); expected one per KV head", head, states.size(), heads_->size()));
+  if (head >= states.size()) {
+    throw Error(fmt::format("vecinfer: no tables for KV head {} among {} stream states; expected one "
+                            "per KV head", head, states.size()));
   }
-  if (!states[head].empty()) {
-    throw Error(fmt::format("vecinfer: the stream state of KV head {} holds {} bytes; expected none "
-                            "(the tables are calibrated, not fitted per stream)", head, states[head].size()));
+  const std::vector<uint8_t>& s = states[head];
+  if (s.size() != stream_state_bytes()) {
+    throw Error(fmt::format("vecinfer: the stream state of KV head {} holds {} bytes; expected {} "
+                            "({} f32 smoothing factors, {} fp16 codebook entries)", head, s.size(),
+                            stream_state_bytes(), dim_, subspaces_ * centroids_ * dims_));
+  }
+  HeadTables t;
+  t.smooth.resize(dim_);
+  std::memcpy(t.smooth.data(), s.data(), 4 * dim_);
+  for (size_t c = 0; c < dim_; ++c) {
+    if (!(t.smooth[c] > 0) || !std::isfinite(t.smooth[c])) {
+      throw Error(fmt::format("vecinfer: the stream state of KV head {} holds smoothing factor {} for "
+                              "key channel {}; expected a finite value > 0", head, t.smooth[c], c));
+    }
+  }
+  t.codebooks.resize(subspaces_ * centroids_ * dims_);
+  for (size_t i = 0; i < t.codebooks.size(); ++i) {
+    t.codebooks[i] = f16_to_f32(load_half(s.data() + 4 * dim_ + 2 * i));
+    if (!std::isfinite(t.codebooks[i])) {
+      throw Error(fmt::format("vecinfer: the stream state of KV head {} holds codebook entry {} = {}; "
+                              "expected a finite value", head, i, t.codebooks[i]));
+    }
   }
   auto codec = std::make_unique<VecinferKeyCodec>(*this);
-  codec->head_ = head;
+  codec->stream_ = std::make_shared<const HeadTables>(std::move(t));
   return codec;
 }
 
 const HeadTables& VecinferKeyCodec::tables(const char* what) const {
-  if (head_ == SIZE_MAX) {
+  if (!stream_) {
     throw Error(fmt::format("vecinfer: {} on the prototype key codec, which belongs to no KV head; "
                             "expected the codec with_states() builds", what));
   }
-  return (*heads_)[head_];
+  return *stream_;
 }
 
 void VecinferKeyCodec::encode(const float* x, size_t n, uint8_t* codes) const {
