@@ -15,6 +15,7 @@
 #include "codecs/spectral/method.h"
 #include "codecs/svdq/method.h"
 #include "codecs/turboquant/method.h"
+#include "codecs/vecinfer/method.h"
 #include "codecs/xquant/method.h"
 #include "codecs/zipcache/method.h"
 #include "cache/eviction/methods.h"
@@ -44,6 +45,7 @@ const std::vector<MethodInfo>& registered_methods() {
       xquant_method(),
       rabitq_method(),
       spectral_method(),
+      vecinfer_method(),
   };
   return all;
 }
