@@ -35,8 +35,10 @@ void run(const CalibrateArgs& a) {
   fmt::print("calibrated {} on {} tokens of {} ({} layers x {} KV heads x {}) in {:.1f} s\n",
              artifact.spec, grouped(artifact.tokens), a.file, artifact.layers.size(), artifact.kv_heads,
              artifact.head_dim, seconds);
-  fmt::print("saved {}; use it with --kv {},artifacts={}\n", calibration_path(a.out, spec.method->name),
-             artifact.spec, a.out);
+  Spec with_artifacts = spec;  // artifacts= is the calibrated method's: before a wrapper's inner quantizer
+  with_artifacts.params.strings["artifacts"] = a.out;
+  fmt::print("saved {}; use it with --kv {}\n", calibration_path(a.out, spec.method->name),
+             with_artifacts.to_string());
 }
 
 }  // namespace
