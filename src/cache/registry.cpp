@@ -12,6 +12,7 @@
 #include "codecs/polar/method.h"
 #include "codecs/qjl/method.h"
 #include "codecs/rabitq/method.h"
+#include "codecs/ratequant/method.h"
 #include "codecs/svdq/method.h"
 #include "codecs/turboquant/method.h"
 #include "codecs/xquant/method.h"
@@ -42,6 +43,7 @@ const std::vector<MethodInfo>& registered_methods() {
       minicache_method(),
       xquant_method(),
       rabitq_method(),
+      ratequant_method(),
   };
   return all;
 }
