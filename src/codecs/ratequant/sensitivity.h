@@ -21,8 +21,8 @@ struct HeadSamples {
 // position of the squared L2 error of causal softmax attention output when the head's keys and
 // values are stored by it (every whole block of each sequence encoded
 // and decoded; the tokens after the last whole block exact, as a residual window keeps them). The
-// calibration pass sees no queries: each key stands in for the query at its position (scores
-// k_i . k_j / sqrt(dim), j <= i), the proxy the paper's head importance reduces to without them.
+// calibration pass records no queries: each key stands in for the query at its position (scores
+// k_i . k_j / sqrt(dim), j <= i).
 std::vector<double> attention_distortion(const std::vector<LayerCodecs>& codecs, const HeadSamples& samples);
 
 }  // namespace veloxquant::ratequant
