@@ -21,8 +21,8 @@ constexpr const char* kName = "ratequant";
 constexpr size_t kSequenceTokens = 512;
 
 // Per KV head: the attention-output distortion at every bit width the inner quantizer accepts
-// ("distortion"), and those widths ("bits"), so that make() can tell measurements of another
-// quantizer version from its own.
+// ("distortion"), and those widths ("bits"), which make() allocates among without building the
+// quantizer at every width again.
 LayerCalibration fit(const Params& p, const CalibrationSamples& s) {
   const Spec inner = parse_spec(p.get_text("inner"));
   const LayerShape shape{1, s.head_dim, 0, 0};
