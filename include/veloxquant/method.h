@@ -69,6 +69,9 @@ struct MethodInfo {
   // without them throws an Error that says how to calibrate.
   std::function<LayerCalibration(const Params&, const CalibrationSamples&)> fit = {};
   bool calibrated() const { return static_cast<bool>(fit); }
+  // Optional, for calibrated methods: one line on what the calibration in shape.calibration decided
+  // for the whole model (ratequant: each layer's bit widths), which `veloxquant calibrate` prints.
+  std::function<std::string(const Params&, const LayerShape&)> describe_calibration = {};
   // Wrappers (ratequant) store tokens with another quantizer, the inner one, written after them:
   // "ratequant:avg=2.5+kivi:group=32", or the wrapper alone for default_inner. check_inner throws
   // SpecError saying why an inner spec cannot be wrapped. parse_spec keeps the inner's canonical

@@ -154,6 +154,16 @@ TEST(RateQuant, MoreSensitiveHeadsGetMoreBitsAndTheAverageHolds) {
     sum += std::accumulate(layer.begin(), layer.end(), 0L);
   }
   EXPECT_EQ(sum, 3 * 2 * static_cast<long>(Calibrated::heads));  // turboquant_mse takes every width 1..8
+  // What `veloxquant calibrate` prints: each layer's widths, heads joined by '/'.
+  std::string line = "bits per layer:";
+  for (const auto& layer : bits) {
+    line += ' ';
+    for (size_t h = 0; h < layer.size(); ++h) {
+      if (h) line += '/';
+      line += std::to_string(layer[h]);
+    }
+  }
+  EXPECT_EQ(find_method("ratequant").describe_calibration(parse_spec(spec).params, c.shape), line + " (mean 3)");
   // per=layer: the heads of a layer share one width.
   const std::string per_layer = "ratequant:avg=3,per=layer+turboquant_mse";
   const Calibrated l(per_layer);

@@ -72,6 +72,22 @@ LayerCodecs make(const Params& p, const LayerShape& s) {
   return c;
 }
 
+// "bits per layer: 2 4 2 ... (mean 2.5)", a layer's KV heads joined by '/'.
+std::string describe(const Params& p, const LayerShape& s) {
+  std::string text;
+  double sum = 0, units = 0;
+  for (const std::vector<int>& layer : ratequant::allocate_model(p, s)) {
+    text += ' ';
+    for (size_t h = 0; h < layer.size(); ++h) {
+      if (h) text += '/';
+      text += std::to_string(layer[h]);
+      sum += layer[h];
+      ++units;
+    }
+  }
+  return fmt::format("bits per layer:{} (mean {:.4g})", text, sum / units);
+}
+
 }  // namespace
 
 MethodInfo ratequant_method() {
@@ -91,6 +107,7 @@ MethodInfo ratequant_method() {
   };
   m.make = make;
   m.fit = fit;
+  m.describe_calibration = describe;
   m.check_inner = ratequant::check_inner;
   m.default_inner = "kivi";
   return m;
