@@ -19,6 +19,7 @@ class EvictionPolicy;  // src/cache/eviction/policy.h
 struct CalibrationArtifact;  // veloxquant/calibration.h
 struct CalibrationSamples;
 struct LayerCalibration;
+struct Spec;
 
 // What a method needs to know about the layer it compresses.
 struct LayerShape {
@@ -38,6 +39,11 @@ struct LayerCodecs {
   std::unique_ptr<Codec> key;
   std::unique_ptr<Codec> value;
   size_t residual = 0;
+  // Mixed precision across KV heads (ratequant): when set, one key and one value codec per KV
+  // head, which the cache stores head h with (heads at the same precision share one). key and
+  // value are then head 0's, and what every head's codec has in common is read from them: dim,
+  // block_tokens, variable_length, fits_streams (false), wants_attention (false).
+  std::vector<std::shared_ptr<const Codec>> head_keys, head_values;
 };
 
 struct MethodInfo {
@@ -63,6 +69,16 @@ struct MethodInfo {
   // without them throws an Error that says how to calibrate.
   std::function<LayerCalibration(const Params&, const CalibrationSamples&)> fit = {};
   bool calibrated() const { return static_cast<bool>(fit); }
+  // Optional, for calibrated methods: one line on what the calibration in shape.calibration decided
+  // for the whole model (ratequant: each layer's bit widths), which `veloxquant calibrate` prints.
+  std::function<std::string(const Params&, const LayerShape&)> describe_calibration = {};
+  // Wrappers (ratequant) store tokens with another quantizer, the inner one, written after them:
+  // "ratequant:avg=2.5+kivi:group=32", or the wrapper alone for default_inner. check_inner throws
+  // SpecError saying why an inner spec cannot be wrapped. parse_spec keeps the inner's canonical
+  // spec in the wrapper's params as the text "inner", which Spec::to_string writes after '+'.
+  std::function<void(const Spec& inner)> check_inner = {};
+  std::string default_inner = {};
+  bool wrapper() const { return static_cast<bool>(check_inner); }
 };
 
 // The quantizers (how tokens are stored) and the eviction policies (which tokens are kept).
@@ -77,7 +93,8 @@ const MethodInfo& find_policy(std::string_view name);
 
 // A validated spec: an optional eviction policy, the quantizer that stores the tokens kept, and
 // every parameter value. Text: "quantizer:..." or "policy:...+quantizer:..."; a policy alone
-// stores its tokens in fp16.
+// stores its tokens in fp16. The quantizer may be a wrapper followed by its inner quantizer:
+// "ratequant:avg=2.5+kivi" or "snapkv:budget=1024+ratequant:avg=3+turboquant_mse".
 struct Spec {
   const MethodInfo* method = nullptr;  // the quantizer
   Params params;

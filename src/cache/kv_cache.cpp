@@ -324,11 +324,17 @@ size_t KVCache::Impl::observed_queries(size_t nq) const {
   return policy ? policy->observed_queries(nq) : salient ? nq : 0;
 }
 
-size_t KVCache::Impl::stream_bytes(const std::vector<CacheStream>& v, const Codec& c,
-                                   const std::vector<std::vector<uint8_t>>& sink_rows) const {
-  size_t b = c.state_bytes();
-  for (const auto& s : v) b += s.state.size() + s.codes.size() + s.tail.size();
-  for (const auto& s : sink_rows) b += s.size();
+size_t KVCache::Impl::stream_bytes(bool is_key) const {
+  size_t b = 0;
+  std::vector<const Codec*> counted;
+  for (size_t head = 0; head < shape.kv_heads; ++head) {
+    const Codec* c = &head_codec(is_key, head);
+    if (std::find(counted.begin(), counted.end(), c) != counted.end()) continue;
+    counted.push_back(c);
+    b += c->state_bytes();
+  }
+  for (const auto& s : is_key ? keys : values) b += s.state.size() + s.codes.size() + s.tail.size();
+  for (const auto& s : is_key ? sink_keys : sink_values) b += s.size();
   return b;
 }
 
@@ -400,6 +406,12 @@ KVCache::KVCache(Spec spec, const LayerShape& shape, std::shared_ptr<CrossLayerC
   if (impl_->codecs.key->dim() != shape.head_dim || impl_->codecs.value->dim() != shape.head_dim) {
     throw Error(impl_->spec.to_string() + ": codec dimension differs from head_dim " +
                 std::to_string(shape.head_dim));
+  }
+  for (const auto* own : {&impl_->codecs.head_keys, &impl_->codecs.head_values}) {
+    if (!own->empty() && own->size() != shape.kv_heads) {
+      throw Error(fmt::format("{}: {} per-head codecs for {} KV heads; expected one per head",
+                              impl_->spec.to_string(), own->size(), shape.kv_heads));
+    }
   }
 }
 
@@ -583,10 +595,10 @@ size_t KVCache::tokens() const { return impl_->tokens; }
 size_t KVCache::kv_heads() const { return impl_->shape.kv_heads; }
 size_t KVCache::head_dim() const { return impl_->shape.head_dim; }
 size_t KVCache::key_bytes() const {
-  return impl_->stream_bytes(impl_->keys, *impl_->codecs.key, impl_->sink_keys);
+  return impl_->stream_bytes(true);
 }
 size_t KVCache::value_bytes() const {
-  return impl_->stream_bytes(impl_->values, *impl_->codecs.value, impl_->sink_values);
+  return impl_->stream_bytes(false);
 }
 size_t KVCache::fp16_bytes() const { return 2 * 2 * impl_->tokens * kv_heads() * head_dim(); }
 std::vector<float> KVCache::decode_keys() const { return impl_->decode_all(true); }
@@ -623,12 +635,13 @@ void KVCache::restore(std::vector<CacheStream> keys, std::vector<CacheStream> va
     const PairCodec* paired = m.pair ? &m.pair_codec(is_key) : nullptr;
     const size_t block = paired ? paired->block_tokens() : prototype.block_tokens();
     const bool variable_length = !paired && prototype.variable_length();
-    const std::function<size_t(const CacheStream&)> code_bytes = [&](const CacheStream& s) {
-      if (paired) return m.follower ? paired->follower_bytes(s.encoded) : paired->leader_bytes(s.encoded);
-      if (variable_length) return prototype.encoded_bytes(s.codes.data(), s.encoded, s.codes.size());
-      return prototype.code_bytes(s.encoded);
-    };
     for (size_t head = 0; head < h; ++head) {
+      const Codec& stored = m.head_codec(is_key, head);  // the layer's codec but under mixed precision
+      const std::function<size_t(const CacheStream&)> code_bytes = [&](const CacheStream& s) {
+        if (paired) return m.follower ? paired->follower_bytes(s.encoded) : paired->leader_bytes(s.encoded);
+        if (variable_length) return stored.encoded_bytes(s.codes.data(), s.encoded, s.codes.size());
+        return stored.code_bytes(s.encoded);
+      };
       const std::string why = stream_layout_error(streams[head], block, code_bytes, variable_length,
                                                   m.codecs.residual, tokens, row_bytes);
       if (!why.empty()) {
@@ -644,7 +657,7 @@ void KVCache::restore(std::vector<CacheStream> keys, std::vector<CacheStream> va
       // never meets codes encode() cannot have written (Codec::check_codes).
       try {
         if (paired) paired->check_codes(m.follower, streams[head].codes.data(), streams[head].encoded);
-        else (own.empty() ? prototype : *own[head]).check_codes(streams[head].codes.data(), streams[head].encoded);
+        else (own.empty() ? stored : *own[head]).check_codes(streams[head].codes.data(), streams[head].encoded);
       } catch (const Error& e) {
         throw Error(fmt::format("{}: the {} stream of KV head {}: {}", m.spec.to_string(), kind, head, e.what()));
       }

@@ -36,12 +36,18 @@ struct KVCache::Impl {
   size_t pending = 0;      // tokens appended since the last evict()
   size_t min_budget = 0;   // what the policy always keeps: a smaller budget could not be met
 
+  // The codec head h's stream is stored with before any per-stream fit: its own under mixed
+  // precision across heads (LayerCodecs::head_keys), else the layer's.
+  const Codec& head_codec(bool is_key, size_t head) const {
+    const auto& own = is_key ? codecs.head_keys : codecs.head_values;
+    return own.empty() ? (is_key ? *codecs.key : *codecs.value) : *own[head];
+  }
   // Codecs fitted per stream (Codec::fits_streams): one per KV head once the layer's first block
   // is encoded; empty before, and for codecs that are not fitted.
   std::vector<std::unique_ptr<Codec>> key_fitted, value_fitted;
-  const Codec& key_codec(size_t head) const { return key_fitted.empty() ? *codecs.key : *key_fitted[head]; }
+  const Codec& key_codec(size_t head) const { return key_fitted.empty() ? head_codec(true, head) : *key_fitted[head]; }
   const Codec& value_codec(size_t head) const {
-    return value_fitted.empty() ? *codecs.value : *value_fitted[head];
+    return value_fitted.empty() ? head_codec(false, head) : *value_fitted[head];
   }
 
   // Saliency codecs (Codec::wants_attention) are encoded at the end of a step. Until then the
@@ -89,8 +95,9 @@ struct KVCache::Impl {
   // Adds the attention of the queries of one attend_observed() call (mass: per head, one entry
   // per stored token) to what saliency codecs rank tokens by.
   void note_attention(const std::vector<std::vector<float>>& mass, size_t nq, size_t group);
-  size_t stream_bytes(const std::vector<CacheStream>& v, const Codec& c,
-                      const std::vector<std::vector<uint8_t>>& sink_rows) const;
+  // Every byte the key (or value) streams hold: codes, fp16 tails, sinks, per-stream states, and
+  // the shared state of each distinct codec the heads are stored with, counted once.
+  size_t stream_bytes(bool is_key) const;
   // The encoded tokens of head h's keys (or values) as attention and decoding read them: a codec
   // and codes in its layout. A layer of a pair reads its pair's view, built in per-thread scratch
   // (one buffer for keys, one for values) and valid until the next view of that kind on the thread.

@@ -12,6 +12,7 @@
 #include "codecs/polar/method.h"
 #include "codecs/qjl/method.h"
 #include "codecs/rabitq/method.h"
+#include "codecs/ratequant/method.h"
 #include "codecs/spectral/method.h"
 #include "codecs/svdq/method.h"
 #include "codecs/turboquant/method.h"
@@ -46,6 +47,7 @@ const std::vector<MethodInfo>& registered_methods() {
       rabitq_method(),
       spectral_method(),
       vecinfer_method(),
+      ratequant_method(),
   };
   return all;
 }
@@ -96,40 +98,62 @@ const MethodInfo& find_policy(std::string_view name) {
 }
 
 Spec parse_spec(std::string_view text) {
-  Spec s;
-  const size_t plus = text.find('+');
-  std::string_view quantizer = text;
-  if (plus != std::string_view::npos) {
-    if (text.find('+', plus + 1) != std::string_view::npos) {
-      throw SpecError("spec '" + std::string(text) + "' has more than one '+'; expected "
-                      "'policy:...+quantizer:...'");
-    }
-    quantizer = text.substr(plus + 1);
-    const RawSpec raw = parse_raw_spec(text.substr(0, plus));
-    s.eviction = &find_policy(raw.method);
-    s.eviction_params = resolve_params(raw.method, s.eviction->params, raw.args);
-  } else {
-    const RawSpec raw = parse_raw_spec(text);
-    if (!lookup(registered_methods(), raw.method) && !lookup(registered_policies(), raw.method)) {
-      throw SpecError("unknown method '" + raw.method + "'; expected a quantizer (" +
-                      names_of(registered_methods()) + ") or an eviction policy (" +
-                      names_of(registered_policies()) + ")");
-    }
-    if (lookup(registered_policies(), raw.method)) {  // a policy alone keeps its tokens in fp16
-      s.eviction = &find_policy(raw.method);
-      s.eviction_params = resolve_params(raw.method, s.eviction->params, raw.args);
-      quantizer = "fp16";
-    }
+  // Up to three parts joined by '+': an eviction policy, then the quantizer, which when it is a
+  // wrapper is followed by its inner quantizer.
+  std::vector<std::string_view> parts;
+  for (size_t from = 0;;) {
+    const size_t plus = text.find('+', from);
+    parts.push_back(text.substr(from, plus == std::string_view::npos ? plus : plus - from));
+    if (plus == std::string_view::npos) break;
+    from = plus + 1;
   }
+  Spec s;
+  size_t at = 0;  // the quantizer's part
+  const RawSpec first = parse_raw_spec(parts[0]);
+  if (lookup(registered_policies(), first.method)) {
+    s.eviction = &find_policy(first.method);
+    s.eviction_params = resolve_params(first.method, s.eviction->params, first.args);
+    at = 1;
+  } else if (!lookup(registered_methods(), first.method)) {
+    throw SpecError("unknown method '" + first.method + "'; expected a quantizer (" +
+                    names_of(registered_methods()) + ") or an eviction policy (" +
+                    names_of(registered_policies()) + ")");
+  }
+  const std::string_view quantizer = at < parts.size() ? parts[at] : "fp16";  // a policy alone keeps fp16
   const RawSpec raw = parse_raw_spec(quantizer);
   s.method = &find_method(raw.method);
   s.params = resolve_params(raw.method, s.method->params, raw.args);
+  const size_t after = at + 1;  // the inner quantizer's part, for a wrapper
+  if (s.method->wrapper()) {
+    if (parts.size() > after + 1) {
+      throw SpecError("spec '" + std::string(text) + "' continues after " + raw.method + "'s inner quantizer '" +
+                      std::string(parts[after]) + "'; expected '" + raw.method + ":...+quantizer:...'");
+    }
+    const Spec inner = parse_spec(after < parts.size() ? parts[after] : s.method->default_inner);
+    if (inner.eviction != nullptr || inner.method->wrapper()) {
+      throw SpecError("spec '" + std::string(text) + "': " + raw.method + " wraps a quantizer; got '" +
+                      inner.to_string() + "', expected a quantizer that is not " +
+                      (inner.eviction ? "an eviction policy" : "a wrapper itself"));
+    }
+    s.method->check_inner(inner);
+    s.params.strings["inner"] = inner.to_string();
+  } else if (parts.size() > after) {
+    const std::string next = parse_raw_spec(parts[after]).method;
+    const std::string why = lookup(registered_policies(), next)
+                                ? " ('" + next + "' is an eviction policy: write it first, as in '" + next + "+" +
+                                      raw.method + "')"
+                                : "";
+    throw SpecError("spec '" + std::string(text) + "' continues after the quantizer '" + raw.method + "' with '+" +
+                    std::string(parts[after]) + "'" + why + "; expected 'quantizer:...', 'policy:...+quantizer:...' "
+                    "or a wrapper before its quantizer ('ratequant:...+quantizer:...')");
+  }
   return s;
 }
 
 std::string Spec::to_string() const {
   if (method == nullptr) throw SpecError("empty Spec has no text");
-  const std::string q = format_spec(method->name, method->params, params);
+  std::string q = format_spec(method->name, method->params, params);
+  if (method->wrapper()) q += "+" + params.get_text("inner");
   if (eviction == nullptr) return q;
   return format_spec(eviction->name, eviction->params, eviction_params) + "+" + q;
 }

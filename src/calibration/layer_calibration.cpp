@@ -25,9 +25,11 @@ std::span<const float> LayerCalibration::table(size_t head, std::string_view nam
 }
 
 std::string calibrated_spec_text(const Spec& spec) {
-  Params params = spec.params;
-  if (params.strings.contains("artifacts")) params.strings["artifacts"].clear();
-  return format_spec(spec.method->name, spec.method->params, params);
+  Spec quantizer;  // a wrapper's inner quantizer included, the eviction policy left out
+  quantizer.method = spec.method;
+  quantizer.params = spec.params;
+  if (quantizer.params.strings.contains("artifacts")) quantizer.params.strings["artifacts"].clear();
+  return quantizer.to_string();
 }
 
 LayerShape with_calibration(const Spec& spec, LayerShape shape) {

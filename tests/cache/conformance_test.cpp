@@ -3,6 +3,7 @@
 // 8 (stories260K) and 80 (not a multiple of 64, nor of a 32-channel value group).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -130,12 +131,20 @@ TEST_P(Conformance, CountsBytesExactly) {
       const SyntheticKV w = make_synthetic_kv(tokens, kHeads, hd, kGroup, 1, tokens);
       const KVCache cache = filled(name(), w, chunk, 5);
       // Codecs fitted per stream add each stream's fitted state, at most stream_state_bytes()
-      // (heads of a group may share the state of the group's first head).
-      auto expected = [&](const Codec& codec, const std::vector<CacheStream>& streams, const std::vector<float>& x) {
-        const size_t b = codec.block_tokens();
+      // (heads of a group may share the state of the group's first head). Under mixed precision
+      // across heads (ratequant) each head has its own codec, whose shared state counts once.
+      auto expected = [&](const Codec& layer_codec, const std::vector<std::shared_ptr<const Codec>>& per_head,
+                          const std::vector<CacheStream>& streams, const std::vector<float>& x) {
+        const size_t b = layer_codec.block_tokens();
         const size_t enc = tokens >= c.residual ? (tokens - c.residual) / b * b : 0;
-        size_t states = 0, codes = 0;
+        size_t states = 0, codes = 0, shared = 0;
+        std::vector<const Codec*> counted;
         for (size_t h = 0; h < kHeads; ++h) {
+          const Codec& codec = per_head.empty() ? layer_codec : *per_head[h];
+          if (std::find(counted.begin(), counted.end(), &codec) == counted.end()) {
+            counted.push_back(&codec);
+            shared += codec.state_bytes();
+          }
           const CacheStream& s = streams[h];
           EXPECT_LE(s.state.size(), codec.stream_state_bytes());
           states += s.state.size();
@@ -150,11 +159,13 @@ TEST_P(Conformance, CountsBytesExactly) {
           EXPECT_TRUE(s.codes == written) << "KV head " << h << ": the stored codes are not what the codec wrote";
           codes += written.size();
         }
-        EXPECT_EQ(streams[0].state.empty(), !codec.fits_streams() || enc == 0);
-        return codes + kHeads * (tokens - enc) * hd * 2 + codec.state_bytes() + states;
+        EXPECT_EQ(streams[0].state.empty(), !layer_codec.fits_streams() || enc == 0);
+        return codes + kHeads * (tokens - enc) * hd * 2 + shared + states;
       };
-      EXPECT_EQ(cache.key_bytes(), expected(*c.key, cache.key_streams(), w.keys)) << tokens << " tokens, chunk " << chunk;
-      EXPECT_EQ(cache.value_bytes(), expected(*c.value, cache.value_streams(), w.values)) << tokens << " tokens, chunk " << chunk;
+      EXPECT_EQ(cache.key_bytes(), expected(*c.key, c.head_keys, cache.key_streams(), w.keys))
+          << tokens << " tokens, chunk " << chunk;
+      EXPECT_EQ(cache.value_bytes(), expected(*c.value, c.head_values, cache.value_streams(), w.values))
+          << tokens << " tokens, chunk " << chunk;
       EXPECT_EQ(cache.fp16_bytes(), 4 * tokens * kHeads * hd);
     }
   }

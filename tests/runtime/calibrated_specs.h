@@ -52,7 +52,9 @@ inline std::string runnable_spec(const Model& model, const std::string& spec,
     save_calibration(calibrate(model, calibration, parsed, {.context = context, .max_tokens = 0}), dir);
     it = dirs.made.emplace(key, dir).first;
   }
-  return spec + (spec.find(':') == std::string::npos ? ":" : ",") + "artifacts=" + it->second;
+  Spec with_artifacts = parsed;  // artifacts= is the calibrated method's, before a wrapper's inner quantizer
+  with_artifacts.params.strings["artifacts"] = it->second;
+  return with_artifacts.to_string();
 }
 
 }  // namespace veloxquant::test

@@ -75,12 +75,14 @@ TEST(Session, Fp16CacheBytesAreExact) {
 }
 
 // Every registered method, with nothing held back in fp16 where the method allows it, so the
-// codes themselves are attended.
+// codes themselves are attended (a wrapper's window is its inner quantizer's).
 TEST(Session, EveryMethodRunsInsideTheModel) {
   for (const MethodInfo& m : registered_methods()) {
-    std::string spec = m.name;
-    for (const ParamDef& p : m.params)
+    const MethodInfo& stores = m.wrapper() ? find_method(m.default_inner) : m;
+    std::string spec = stores.name;
+    for (const ParamDef& p : stores.params)
       if (p.name == "residual") spec += ":residual=0";
+    if (m.wrapper()) spec = m.name + "+" + spec;
     SCOPED_TRACE(spec);
     Session s(stories(), SessionOptions{test::runnable_spec(stories(), spec), 0});
     const std::vector<int32_t> prompt = stories().tokenizer().encode(

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <memory>
 
 #include "commands.h"
 #include "run_stats.h"
@@ -35,8 +36,15 @@ void run(const CalibrateArgs& a) {
   fmt::print("calibrated {} on {} tokens of {} ({} layers x {} KV heads x {}) in {:.1f} s\n",
              artifact.spec, grouped(artifact.tokens), a.file, artifact.layers.size(), artifact.kv_heads,
              artifact.head_dim, seconds);
-  fmt::print("saved {}; use it with --kv {},artifacts={}\n", calibration_path(a.out, spec.method->name),
-             artifact.spec, a.out);
+  if (spec.method->describe_calibration) {
+    LayerShape shape{artifact.kv_heads, artifact.head_dim, 0, 0, static_cast<int>(artifact.layers.size())};
+    shape.calibration = std::make_shared<const CalibrationArtifact>(artifact);
+    fmt::print("{}\n", spec.method->describe_calibration(spec.params, shape));
+  }
+  Spec with_artifacts = spec;  // artifacts= is the calibrated method's: before a wrapper's inner quantizer
+  with_artifacts.params.strings["artifacts"] = a.out;
+  fmt::print("saved {}; use it with --kv {}\n", calibration_path(a.out, spec.method->name),
+             with_artifacts.to_string());
 }
 
 }  // namespace

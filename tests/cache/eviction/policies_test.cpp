@@ -237,7 +237,7 @@ TEST(EvictionSpec, ComposesAPolicyWithAQuantizer) {
   EXPECT_EQ(parse_spec("h2o").method->name, "fp16");
   EXPECT_CONTAINS(test::error_message<SpecError>([] { parse_spec("kivi+h2o"); }), "eviction policy");
   EXPECT_CONTAINS(test::error_message<SpecError>([] { parse_spec("h2o+snapkv"); }), "'snapkv' is an eviction policy");
-  EXPECT_CONTAINS(test::error_message<SpecError>([] { parse_spec("h2o+kivi+fp16"); }), "more than one '+'");
+  EXPECT_CONTAINS(test::error_message<SpecError>([] { parse_spec("h2o+kivi+fp16"); }), "continues after the quantizer 'kivi'");
   EXPECT_CONTAINS(test::error_message<SpecError>([] { parse_spec("h2o:budget=8"); }), "budget");
   EXPECT_CONTAINS(test::error_message<SpecError>([] { KVCache("snapkv:budget=32,window=32", LayerShape{1, kDim, 0, 0}); }),
                   "window < budget");
