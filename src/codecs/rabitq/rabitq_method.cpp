@@ -4,7 +4,6 @@
 #include "codecs/rabitq/method.h"
 #include "codecs/rabitq/rabitq_key_codec.h"
 #include "codecs/turboquant/method.h"
-#include "codecs/turboquant/turboquant_mse_codec.h"
 #include "core/rng.h"
 #include "veloxquant/error.h"
 
@@ -36,9 +35,7 @@ MethodInfo rabitq_method() {
         s.head_dim, static_cast<size_t>(p.get_int("nlist")),
         turboquant_stream_seed(s, TurboQuantStream::KeyRotation),
         derive_seed(s.seed, {static_cast<uint64_t>(s.layer), kClusterSeedTag}));
-    c.value = std::make_unique<turboquant::TurboQuantMseCodec>(
-        s.head_dim, static_cast<unsigned>(p.get_int("vbits")),
-        turboquant_stream_seed(s, TurboQuantStream::ValueRotation));
+    c.value = turboquant_values(p, s);
     return c;
   };
   return m;

@@ -8,7 +8,6 @@
 #include "codecs/spectral/spectral_fit.h"
 #include "codecs/spectral/spectral_key_codec.h"
 #include "codecs/turboquant/method.h"
-#include "codecs/turboquant/turboquant_mse_codec.h"
 #include "veloxquant/calibration.h"
 #include "veloxquant/error.h"
 #include "veloxquant/gguf.h"
@@ -127,8 +126,7 @@ LayerCodecs make(const Params& p, const LayerShape& s) {
   for (size_t h = 0; h < s.kv_heads; ++h) heads.push_back(basis_of(cal, h, d, rule));
   LayerCodecs c;
   c.key = std::make_unique<spectral::SpectralKeyCodec>(d, rule.bits * d, std::move(heads));
-  c.value = std::make_unique<turboquant::TurboQuantMseCodec>(
-      d, static_cast<unsigned>(p.get_int("vbits")), turboquant_stream_seed(s, TurboQuantStream::ValueRotation));
+  c.value = turboquant_values(p, s);
   return c;
 }
 

@@ -30,12 +30,12 @@ void require_dim(const char* method, const LayerShape& s) {
 unsigned param_bits(const Params& p, const char* name) {
   return static_cast<unsigned>(p.get_int(name));
 }
+}  // namespace
 
-std::unique_ptr<Codec> mse_values(const Params& p, const LayerShape& s) {
+std::unique_ptr<Codec> turboquant_values(const Params& p, const LayerShape& s) {
   return std::make_unique<TurboQuantMseCodec>(s.head_dim, param_bits(p, "vbits"),
                                               turboquant_stream_seed(s, TurboQuantStream::ValueRotation));
 }
-}  // namespace
 
 uint64_t turboquant_stream_seed(const LayerShape& shape, TurboQuantStream stream) {
   return derive_seed(shape.seed, {static_cast<uint64_t>(shape.layer), static_cast<uint64_t>(stream)});
@@ -56,7 +56,7 @@ MethodInfo turboquant_mse_method() {
     LayerCodecs c;
     c.key = std::make_unique<TurboQuantMseCodec>(s.head_dim, param_bits(p, "bits"),
                                                  turboquant_stream_seed(s, TurboQuantStream::KeyRotation));
-    c.value = mse_values(p, s);
+    c.value = turboquant_values(p, s);
     return c;
   };
   return m;
@@ -79,7 +79,7 @@ MethodInfo turboquant_prod_method() {
     c.key = std::make_unique<TurboQuantProdCodec>(s.head_dim, param_bits(p, "bits"),
                                                   turboquant_stream_seed(s, TurboQuantStream::KeyRotation),
                                                   turboquant_stream_seed(s, TurboQuantStream::KeySketch));
-    c.value = mse_values(p, s);
+    c.value = turboquant_values(p, s);
     return c;
   };
   return m;

@@ -5,7 +5,6 @@
 #include <string>
 
 #include "codecs/turboquant/method.h"
-#include "codecs/turboquant/turboquant_mse_codec.h"
 #include "codecs/vecinfer/method.h"
 #include "codecs/vecinfer/vecinfer_fit.h"
 #include "codecs/vecinfer/vecinfer_key_codec.h"
@@ -81,9 +80,7 @@ LayerCodecs make(const Params& p, const LayerShape& s) {
   for (size_t h = 0; h < s.kv_heads; ++h) heads.push_back(tables_from(cal, h, s.head_dim, pq));
   LayerCodecs c;
   c.key = std::make_unique<vecinfer::VecinferKeyCodec>(s.head_dim, pq.dims, pq.centroids, std::move(heads));
-  c.value = std::make_unique<turboquant::TurboQuantMseCodec>(
-      s.head_dim, static_cast<unsigned>(p.get_int("vbits")),
-      turboquant_stream_seed(s, TurboQuantStream::ValueRotation));
+  c.value = turboquant_values(p, s);
   return c;
 }
 
