@@ -121,8 +121,13 @@ void SpectralKeyCodec::level_indices(const uint8_t* rec, uint32_t* idx) const {
   const uint8_t* bits = rec + kNormBytes;
   for (size_t j = 0; j < dim_; ++j) {
     // A code of at most 8 bits lies in one byte or straddles two; the second is read only when the
-    // code reaches into it, so nothing past the record's last code byte is read.
+    // code reaches into it, and a direction of 0 bits (its one level) reads none, so nothing past
+    // the record's last code byte is read.
     const uint32_t at = dirs_.bit_offset[j], width = dirs_.bit_offset[j + 1] - at, shift = at % 8;
+    if (width == 0) {
+      idx[j] = dirs_.level_offset[j];
+      continue;
+    }
     uint32_t window = bits[at / 8];
     if (shift + width > 8) window |= uint32_t{bits[at / 8 + 1]} << 8;
     idx[j] = dirs_.level_offset[j] + ((window >> shift) & ((1u << width) - 1));
