@@ -18,13 +18,12 @@ nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 cmake -S bench/cuda -B build-h200 -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" >/dev/null
 cmake --build build-h200 -j "$(nproc)"
 status=0
-if [ -f .cuda-carry/veloxquant_cuda_parity.xz ]; then
+source bench/cuda/carried.sh
+if parity=$(carried veloxquant_cuda_parity); then
   echo "run_h200: parity"
-  xz -dc .cuda-carry/veloxquant_cuda_parity.xz > build-h200/veloxquant_cuda_parity
-  chmod +x build-h200/veloxquant_cuda_parity
-  LD_LIBRARY_PATH=.cuda-carry build-h200/veloxquant_cuda_parity | tee "$out/parity.md" || status=1
+  "$parity" | tee "$out/parity.md" || status=1
 else
-  echo "run_h200: no .cuda-carry/veloxquant_cuda_parity.xz; parity skipped (bench/cuda/carry_parity.sh builds it)"
+  echo "run_h200: parity skipped"
 fi
 echo "run_h200: benchmark"
 build-h200/veloxquant_cuda_bench --out "$out/ours.jsonl" $quick

@@ -89,12 +89,19 @@ class DeviceCache {
   // of kv_heads, at most 8 per KV head, post-RoPE); out device f32 [batch, q_heads, head_dim].
   // Softmax scale 1/sqrt(head_dim). Two launches: the split pass and the reduction.
   void attend(const uint16_t* q, size_t q_heads, float* out, void* stream = nullptr);
+  // A prompt's queries, as KVCache::attend takes them: q device fp16 [nq, q_heads, head_dim] for
+  // the newest nq tokens held, query i seeing tokens [0, tokens() - nq + i] (causal); out device
+  // f32 [nq, q_heads, head_dim]. Two launches, as attend(). Batch 1 when nq > 1.
+  void attend_causal(const uint16_t* q, size_t nq, size_t q_heads, float* out, void* stream = nullptr);
 
   size_t tokens() const;
   const CacheConfig& config() const;
   // Bytes a sequence-set of this many tokens stores, counted like KVCache::bytes(): codes, the
   // fp16 residual rows and, once per stream, the shared state (signs, codebooks).
   size_t stored_bytes() const;
+  // Its two parts, as KVCache::key_bytes() and value_bytes() split them.
+  size_t stored_key_bytes() const;
+  size_t stored_value_bytes() const;
   // Bytes one attend() reads from the cache (codes, scales, residual rows; not the query).
   size_t attend_read_bytes() const;
 

@@ -35,6 +35,8 @@ struct PromptOptions {
   std::optional<std::string> kv;  // the cache's spec; unset: the loaded file's, else fp16
   size_t context = 0;             // tokens (0: the model's)
   std::string load_session;       // a session file to restore first ("": none)
+  Device device = Device::Cpu;
+  GpuWeights gpu_weights = GpuWeights::F16;
 };
 
 struct PromptSession {

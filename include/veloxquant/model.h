@@ -62,9 +62,24 @@ class Model {
   std::shared_ptr<const Impl> impl_;
 };
 
+// Where a session runs. Cuda needs a build with the CUDA backend (-DVELOXQUANT_CUDA=ON) and a
+// cache method with CUDA kernels (docs/cuda.md): weights and caches live in GPU memory.
+enum class Device { Cpu, Cuda };
+// "cpu" or "cuda"; throws Error naming the value otherwise.
+Device parse_device(std::string_view name);
+// Whether this build has the CUDA backend.
+bool cuda_built();
+// Device::Cuda's weights and projection inputs: F16 (half the memory and bandwidth) or F32 (the
+// CPU's arithmetic, so quantized caches see the CPU's keys; docs/cuda.md compares both).
+enum class GpuWeights { F16, F32 };
+// "f16" or "f32"; throws Error naming the value otherwise.
+GpuWeights parse_gpu_weights(std::string_view name);
+
 struct SessionOptions {
   std::string kv_spec = "fp16";  // cache method for keys and values of every layer
   size_t context = 0;            // maximum tokens; 0 means the model's context_length
+  Device device = Device::Cpu;
+  GpuWeights gpu_weights = GpuWeights::F16;
 };
 
 enum class Logits { None, Last, All };
@@ -89,7 +104,13 @@ class Session {
   // their budgets, so with them a sequence can run past the context (streaming_llm forever).
   size_t room() const;
   const Model& model() const;
-  // Exact bytes stored by all layers' caches, and what fp16 caches would store.
+  // The caches' spec, as parsed.
+  const Spec& spec() const;
+  Device device() const;
+  // Exact bytes stored by all layers' caches (keys, values, both), and what fp16 caches would
+  // store.
+  size_t key_bytes() const;
+  size_t value_bytes() const;
   size_t kv_bytes() const;
   size_t kv_fp16_bytes() const;
   // Forgets every token (the caches start empty again), the attached observer's too.
@@ -100,7 +121,8 @@ class Session {
 
   // The token ids evaluated so far, oldest first: position() of them.
   std::span<const int32_t> tokens() const;
-  // One cache per layer (session files save them).
+  // One cache per layer (session files save them). Throws Error on Device::Cuda, whose caches
+  // live in GPU memory; so do restore() and set_observer() with an observer.
   std::span<const KVCache> caches() const;
   // Replaces the token history and every layer's cache at once (session files restore them).
   // Throws Error, leaving the session unchanged, unless there is one cache per layer, each with

@@ -18,6 +18,8 @@ struct PerplexityOptions {
   size_t context = 512;
   size_t chunks = 0;              // 0: as many as the text holds
   std::string kv_spec = "fp16";
+  Device device = Device::Cpu;
+  GpuWeights gpu_weights = GpuWeights::F16;
   std::string save_base;          // write every scored position's log-probabilities here
   std::string kl_base;            // compare against a file written by save_base
   // Called after each chunk with (chunks done, chunks total, running perplexity).

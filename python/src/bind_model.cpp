@@ -66,7 +66,7 @@ Generation generate_text(const Model& model, const std::string& prompt, size_t n
   g.text = model.tokenizer().decode(g.tokens, /*strip_leading_space=*/false);
   g.prompt_tokens = p.prompt.size();
   g.reused_tokens = p.reused;
-  g.kv = p.session.caches().front().spec().to_string();
+  g.kv = p.session.spec().to_string();
   g.seed = sampling.seed;
   g.kv_bytes = p.session.kv_bytes();
   g.kv_fp16_bytes = p.session.kv_fp16_bytes();

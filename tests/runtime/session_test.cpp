@@ -125,5 +125,33 @@ TEST(Session, RejectsBadTokensAndAFullContext) {
   EXPECT_THROW(Session(stories(), SessionOptions{"kivi:kbits=3", 0}), SpecError);
 }
 
+TEST(Session, DeviceNamesAreCheckedAndCudaNeedsTheBackend) {
+  EXPECT_EQ(parse_device("cpu"), Device::Cpu);
+  EXPECT_EQ(parse_device("cuda"), Device::Cuda);
+  EXPECT_CONTAINS(test::error_message<Error>([] { parse_device("gpu"); }), "device 'gpu'; expected cpu or cuda");
+  EXPECT_EQ(parse_gpu_weights("f32"), GpuWeights::F32);
+  EXPECT_CONTAINS(test::error_message<Error>([] { parse_gpu_weights("bf16"); }),
+                  "gpu weights 'bf16'; expected f16 or f32");
+  const Model& m = stories();
+  SessionOptions cuda{"fp16", 0, Device::Cuda};
+  // Without the backend the session says how to get it; with it (and a GPU) it runs on the
+  // GPU, which bench/cuda/runtime_h200.sh checks against this CPU runtime.
+  if (!cuda_built()) {
+    EXPECT_CONTAINS(test::error_message<Error>([&] { Session s(m, cuda); }),
+                    "this build has no CUDA backend; configure with -DVELOXQUANT_CUDA=ON");
+  }
+  // A method without CUDA kernels is refused whether or not the backend is built, and the
+  // message lists those that have them (stories260K's head_dim 8 is refused by the backend
+  // itself only after the method is accepted).
+  if (cuda_built()) {
+    SessionOptions polar{"polar", 0, Device::Cuda};
+    EXPECT_CONTAINS(test::error_message<SpecError>([&] { Session s(m, polar); }),
+                    "the CUDA backend runs fp16, kivi, turboquant_mse and");
+  }
+  Session cpu(m, SessionOptions{"fp16", 0});
+  EXPECT_EQ(cpu.device(), Device::Cpu);
+  EXPECT_EQ(cpu.spec().to_string(), "fp16");
+}
+
 }  // namespace
 }  // namespace veloxquant

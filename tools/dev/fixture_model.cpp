@@ -13,7 +13,6 @@
 namespace veloxquant::dev {
 namespace {
 
-using S = FixtureShape;
 constexpr GgmlType kWeightTypes[] = {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0,
                                      GgmlType::Q4_0};
 
@@ -75,19 +74,25 @@ Fixture make_fixture(const FixtureOptions& o) {
   parse_weight_type(ggml_type_name(o.type));  // rejects the types the fixture cannot write
   if (!(o.rope_scale >= 0.0f) || !std::isfinite(o.rope_scale))
     throw Error(fmt::format("fixture: rope scale {} must be a finite number >= 0", o.rope_scale));
+  const FixtureShape& S = o.shape;
+  if (S.width == 0 || S.heads == 0 || S.kv_heads == 0 || S.head_dim == 0 || S.ffn == 0 || S.layers == 0 ||
+      S.context == 0 || S.heads % S.kv_heads != 0 || S.head_dim % 2 != 0)
+    throw Error(fmt::format("fixture: shape width {} heads {} kv_heads {} head_dim {} ffn {} layers {} context {}; "
+                            "expected sizes >= 1, heads a multiple of kv_heads and an even head_dim",
+                            S.width, S.heads, S.kv_heads, S.head_dim, S.ffn, S.layers, S.context));
   const FixtureVocab vocab = qwen2 ? byte_bpe_vocab() : sentencepiece_vocab();
   const auto n_vocab = static_cast<uint32_t>(vocab.tokens.size());
 
   Builder b(o);
   LlamaHyperparameters h;
   h.arch = o.arch;
-  h.layers = S::kLayers;
-  h.context = S::kContext;
-  h.width = S::kWidth;
-  h.ffn = S::kFfn;
-  h.heads = S::kHeads;
-  h.kv_heads = S::kKvHeads;
-  h.head_dim = S::kHeadDim;
+  h.layers = S.layers;
+  h.context = S.context;
+  h.width = S.width;
+  h.ffn = S.ffn;
+  h.heads = S.heads;
+  h.kv_heads = S.kv_heads;
+  h.head_dim = S.head_dim;
   h.rms_eps = qwen2 ? 1e-6f : 1e-5f;
   h.rope_base = qwen2 ? 1000000.0f : 10000.0f;
   h.rope_linear_scale = o.rope_scale;
@@ -98,26 +103,26 @@ Fixture make_fixture(const FixtureOptions& o) {
 
   // Embedding rows get the same 1/sqrt(width) scale, so that a tied output projection gives
   // O(1) logits too.
-  b.matrix("token_embd.weight", S::kWidth, n_vocab);
-  b.vec("output_norm.weight", S::kWidth, 1.0, 0.2);
-  if (!o.tied) b.matrix("output.weight", S::kWidth, n_vocab);
-  const uint32_t q_width = S::kHeads * S::kHeadDim, kv_width = S::kKvHeads * S::kHeadDim;
-  for (uint32_t l = 0; l < S::kLayers; ++l) {
+  b.matrix("token_embd.weight", S.width, n_vocab);
+  b.vec("output_norm.weight", S.width, 1.0, 0.2);
+  if (!o.tied) b.matrix("output.weight", S.width, n_vocab);
+  const uint32_t q_width = S.heads * S.head_dim, kv_width = S.kv_heads * S.head_dim;
+  for (uint32_t l = 0; l < S.layers; ++l) {
     const std::string p = fmt::format("blk.{}.", l);
-    b.vec(p + "attn_norm.weight", S::kWidth, 1.0, 0.2);
-    b.matrix(p + "attn_q.weight", S::kWidth, q_width);
-    b.matrix(p + "attn_k.weight", S::kWidth, kv_width);
-    b.matrix(p + "attn_v.weight", S::kWidth, kv_width);
+    b.vec(p + "attn_norm.weight", S.width, 1.0, 0.2);
+    b.matrix(p + "attn_q.weight", S.width, q_width);
+    b.matrix(p + "attn_k.weight", S.width, kv_width);
+    b.matrix(p + "attn_v.weight", S.width, kv_width);
     if (qwen2) {
       b.vec(p + "attn_q.bias", q_width, 0.0, 0.5);
       b.vec(p + "attn_k.bias", kv_width, 0.0, 0.5);
       b.vec(p + "attn_v.bias", kv_width, 0.0, 0.5);
     }
-    b.matrix(p + "attn_output.weight", q_width, S::kWidth);
-    b.vec(p + "ffn_norm.weight", S::kWidth, 1.0, 0.2);
-    b.matrix(p + "ffn_gate.weight", S::kWidth, S::kFfn);
-    b.matrix(p + "ffn_up.weight", S::kWidth, S::kFfn);
-    b.matrix(p + "ffn_down.weight", S::kFfn, S::kWidth);
+    b.matrix(p + "attn_output.weight", q_width, S.width);
+    b.vec(p + "ffn_norm.weight", S.width, 1.0, 0.2);
+    b.matrix(p + "ffn_gate.weight", S.width, S.ffn);
+    b.matrix(p + "ffn_up.weight", S.width, S.ffn);
+    b.matrix(p + "ffn_down.weight", S.ffn, S.width);
   }
   return b.take();
 }

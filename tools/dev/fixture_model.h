@@ -12,19 +12,20 @@
 
 namespace veloxquant::dev {
 
+// Sizes. The defaults are small enough to write and check in milliseconds, with grouped-query
+// attention (2 query heads per KV head) and rows of 64 and 96 elements (whole Q8_0 / Q4_0
+// blocks); benchmarks ask for larger ones (e.g. Llama-3-8B's attention: 32 / 8 heads of 128).
+struct FixtureShape {
+  uint32_t width = 64, heads = 4, kv_heads = 2, head_dim = 16, ffn = 96, layers = 2, context = 256;
+};
+
 struct FixtureOptions {
   std::string arch = "llama";  // "llama" (interleaved RoPE, SentencePiece) or "qwen2" (NeoX, BPE)
   GgmlType type = GgmlType::F32;  // of every 2-D weight; 1-D norms and biases stay F32
   bool tied = false;              // no output.weight: the output projection reuses token_embd
   uint64_t seed = 0;
   float rope_scale = 0;  // > 0: rope.scaling.type "linear" with this factor
-};
-
-// Fixed sizes: small enough to write and check in milliseconds, with grouped-query attention
-// (2 query heads per KV head) and rows of 64 and 96 elements (whole Q8_0 / Q4_0 blocks).
-struct FixtureShape {
-  static constexpr uint32_t kWidth = 64, kHeads = 4, kKvHeads = 2, kHeadDim = 16, kFfn = 96,
-                            kLayers = 2, kContext = 256;
+  FixtureShape shape;
 };
 
 struct FixtureTensor {
@@ -42,7 +43,8 @@ struct Fixture {
 // The same options give the same bytes. The f32 weights behind a tensor depend only on the seed
 // and the tensor's name, so fixtures that differ only in `type` hold the same model quantized
 // differently. Throws Error on an unknown arch, a type outside F32/F16/BF16/Q8_0/Q4_0, or a
-// negative rope_scale.
+// negative rope_scale, or a shape whose sizes are 0, whose heads are not a multiple of its KV
+// heads, or whose head_dim is odd (RoPE rotates pairs).
 Fixture make_fixture(const FixtureOptions& options);
 
 void write_gguf(const Fixture& fixture, const std::string& path);

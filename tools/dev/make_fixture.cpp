@@ -1,7 +1,8 @@
 // veloxquant_make_fixture: writes a small random-weight llama or qwen2 model as GGUF, with
 // llama.cpp's tensor names and metadata, for the runtime's tests (see fixture_model.h).
 //   veloxquant_make_fixture --arch llama|qwen2 --type f32|f16|bf16|q8_0|q4_0 [--tied]
-//       [--seed N] [--rope-scale FACTOR] [--manifest FILE.json] OUT.gguf
+//       [--seed N] [--rope-scale FACTOR] [--manifest FILE.json]
+//       [--width W --heads H --kv-heads K --head-dim D --ffn F --layers L --context C] OUT.gguf
 // Errors print one line on stderr and exit with code 2.
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -26,6 +27,14 @@ int main(int argc, char** argv) {
                  "write linear RoPE scaling with this factor (0: none)")
       ->capture_default_str();
   app.add_option("--manifest", manifest_path, "also write a JSON description of the file here");
+  auto& shape = options.shape;
+  app.add_option("--width", shape.width, "model width")->capture_default_str();
+  app.add_option("--heads", shape.heads, "query heads")->capture_default_str();
+  app.add_option("--kv-heads", shape.kv_heads, "KV heads")->capture_default_str();
+  app.add_option("--head-dim", shape.head_dim, "head dimension")->capture_default_str();
+  app.add_option("--ffn", shape.ffn, "SwiGLU hidden width")->capture_default_str();
+  app.add_option("--layers", shape.layers, "layers")->capture_default_str();
+  app.add_option("--context", shape.context, "context length written to the metadata")->capture_default_str();
   app.add_option("out", out, "path of the .gguf file to write")->required();
   try {
     app.parse(argc, argv);

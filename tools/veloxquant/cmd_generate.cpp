@@ -28,6 +28,8 @@ struct GenerateArgs {
   bool json = false, ignore_eos = false;
   std::string save_session, load_session, observe;
   bool kv_given = false;
+  Device device = Device::Cpu;
+  GpuWeights gpu_weights = GpuWeights::F16;
 };
 
 // Length of the longest prefix of s that ends on a UTF-8 character boundary, so a character
@@ -54,9 +56,9 @@ void run(const GenerateArgs& a) {
     throw Error("--observe cannot follow a --load-session: the observer must see every token from the first");
   }
   PromptSession p = open_prompt(model, a.prompt, PromptOptions{a.kv_given ? std::optional(a.kv) : std::nullopt,
-                                                               a.context, a.load_session});
+                                                               a.context, a.load_session, a.device, a.gpu_weights});
   Session& session = p.session;
-  const std::string kv = session.caches().front().spec().to_string();
+  const std::string kv = session.spec().to_string();
   const std::vector<int32_t>& prompt = p.prompt;
   const size_t reused = p.reused;
   std::optional<CacheObserver> observer;
@@ -98,6 +100,8 @@ void run(const GenerateArgs& a) {
     nlohmann::ordered_json j;
     j["model"] = a.model;
     j["kv"] = kv;
+    j["device"] = a.device == Device::Cuda ? "cuda" : "cpu";
+    if (a.device == Device::Cuda) j["gpu_weights"] = a.gpu_weights == GpuWeights::F32 ? "f32" : "f16";
     j["seed"] = sampling.seed;
     j["threads"] = a.threads;
     j["prompt_tokens"] = prompt.size();
@@ -146,6 +150,7 @@ Command add_generate_command(CLI::App& app) {
       ->capture_default_str()
       ->each([a](const std::string&) { a->kv_given = true; });
   cmd->add_option("-c,--ctx", a->context, "context size in tokens (0: the model's)")->capture_default_str();
+  add_device_options(cmd, a->device, a->gpu_weights);
   cmd->add_option("--temp", a->sampling.temperature, "temperature; 0 is greedy")->capture_default_str();
   cmd->add_option("--top-k", a->sampling.top_k, "keep the k most likely tokens (0: all)")->capture_default_str();
   cmd->add_option("--top-p", a->sampling.top_p, "nucleus sampling mass")->capture_default_str();

@@ -33,6 +33,8 @@ void run(PerplexityArgs& a) {
     j["model"] = a.model;
     j["text"] = a.file;
     j["kv"] = kv;
+    j["device"] = a.options.device == Device::Cuda ? "cuda" : "cpu";
+    if (a.options.device == Device::Cuda) j["gpu_weights"] = a.options.gpu_weights == GpuWeights::F32 ? "f32" : "f16";
     j["context"] = r.context;
     j["chunks"] = r.chunks;
     j["text_tokens"] = r.text_tokens;
@@ -83,6 +85,7 @@ Command add_perplexity_command(CLI::App& app) {
   cmd->add_option("--kl-base", a->options.kl_base,
                   "report KL divergence and top-1 agreement against a file from --save-kl-base");
   add_threads_option(cmd, a->threads);
+  add_device_options(cmd, a->options.device, a->options.gpu_weights);
   cmd->add_flag("--json", a->json, "print the final numbers as one JSON object");
   return [a] { run(*a); };
 }

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "veloxquant/error.h"
+#include "veloxquant/model.h"
 
 namespace veloxquant::cli {
 
@@ -24,6 +25,29 @@ namespace veloxquant::cli {
 inline void add_threads_option(CLI::App* cmd, int& threads) {
   threads = omp_get_num_procs();
   cmd->add_option("-t,--threads", threads, "CPU threads")->capture_default_str()->check(CLI::Range(1, 1024));
+}
+
+// --device cpu|cuda and --gpu-weights f16|f32 (the CUDA backend: docs/cuda.md).
+inline void add_device_options(CLI::App* cmd, Device& device, GpuWeights& weights) {
+  // The library's parse errors become usage errors, reported as CLI11 reports its own.
+  const auto parsed = [](const char* option, auto parse) {
+    return [option, parse](const std::string& name) {
+      try {
+        parse(name);
+      } catch (const Error& e) {
+        throw CLI::ValidationError(option, e.what());
+      }
+    };
+  };
+  cmd->add_option_function<std::string>(
+         "--device", parsed("--device", [&device](const std::string& n) { device = parse_device(n); }),
+         cuda_built() ? "where the model and caches run: cpu or cuda (methods with CUDA kernels)"
+                      : "where the model and caches run: cpu (this build has no CUDA backend)")
+      ->default_str("cpu");
+  cmd->add_option_function<std::string>(
+         "--gpu-weights", parsed("--gpu-weights", [&weights](const std::string& n) { weights = parse_gpu_weights(n); }),
+         "with --device cuda: weights and projection inputs in f16, or f32 as the CPU computes")
+      ->default_str("f16");
 }
 
 inline void write_text(const std::string& path, const std::string& content) {

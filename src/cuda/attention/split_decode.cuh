@@ -53,6 +53,25 @@ __device__ void write_partial(const AttendParams& p, const float* o, const float
   }
 }
 
+// The launch's parameters as query blockIdx.z of a prompt sees them (DeviceCache::attend_causal,
+// batch 1): query z of `queries` sees the first tokens - queries + z + 1 tokens, so the fused
+// region and the ring end there; its query rows and partials lie z x q_heads rows further on.
+// Splits past its end find no tile and write empty partials (max -inf), which the combine skips.
+__device__ inline AttendParams for_query(AttendParams p) {
+  if (p.queries <= 1) return p;
+  const int z = static_cast<int>(blockIdx.z);
+  p.tokens = p.tokens - p.queries + 1 + z;
+  p.key_encoded = min(p.key_encoded, p.tokens);
+  p.value_encoded = min(p.value_encoded, p.tokens);
+  p.main_end = p.key_encoded;
+  p.main_tiles = (p.main_end + kTileTokens - 1) / kTileTokens;
+  const size_t rows = static_cast<size_t>(z) * p.kv_heads * p.group;
+  p.q += rows * p.head_dim;
+  p.part_o += rows * p.splits * p.head_dim;
+  p.part_ml += rows * p.splits * 2;
+  return p;
+}
+
 // The group's queries as f32, times the softmax scale, into q_s [MAXG][dim] (block-wide).
 template <int MAXG>
 __device__ void load_queries(const AttendParams& p, int seq, float* q_s) {

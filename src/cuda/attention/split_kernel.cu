@@ -22,7 +22,7 @@ int resident_blocks(const SplitKernel& k) {
 
 void launch_split_kernel(const SplitKernel& k, const AttendParams& p, int batch, cudaStream_t stream) {
   allow_shared_memory(k);
-  k.fn<<<dim3(p.splits, batch * p.kv_heads), kThreads, k.smem, stream>>>(p);
+  k.fn<<<dim3(p.splits, batch * p.kv_heads, p.queries), kThreads, k.smem, stream>>>(p);
   check_cuda(cudaGetLastError(), k.name, __FILE__, __LINE__);
 }
 

@@ -135,6 +135,90 @@ struct DeviceCache::Impl {
   // Tokens of one stream held as codes now.
   int encoded(int block) const { return encoded_tokens(static_cast<int>(tokens), residual(), block); }
 
+  void check_attend(size_t q_heads) const {
+    if (tokens == 0) throw Error("cuda cache attend: the cache is empty; expected at least 1 token");
+    if (q_heads == 0 || q_heads % config.kv_heads != 0 || q_heads / config.kv_heads > size_t(kMaxGroup)) {
+      throw Error("cuda cache attend: q_heads " + std::to_string(q_heads) + "; expected a multiple of kv_heads " +
+                  std::to_string(config.kv_heads) + " with at most " + std::to_string(kMaxGroup) + " per KV head");
+    }
+  }
+
+  // Attention of the newest `queries` tokens' queries, causal (one per sequence when 1; batch 1
+  // otherwise): the split pass, then the reduction. Each query is a blockIdx.z of one launch
+  // (for_query() in split_decode.cuh).
+  void attend_rows(const uint16_t* q, size_t q_heads, float* out, size_t queries, cudaStream_t s) {
+    const CacheConfig& c = config;
+    AttendParams p;
+    p.q = q;
+    p.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    p.kv_heads = static_cast<int>(c.kv_heads), p.group = static_cast<int>(q_heads / c.kv_heads);
+    p.head_dim = static_cast<int>(c.head_dim);
+    p.tokens = static_cast<int>(tokens);
+    p.queries = static_cast<int>(queries);
+    p.key_encoded = std::min(kivi() ? encoded(key_block()) : p.tokens, p.tokens);
+    p.value_encoded = std::min(kivi() ? encoded(value_block()) : p.tokens, p.tokens);
+    p.main_end = p.key_encoded;
+    p.main_tiles = (p.main_end + kTileTokens - 1) / kTileTokens;
+    p.kivi_group = static_cast<int>(c.group);
+    p.key_sketch = key_sketch;  // before the kernel is chosen: it picks turboquant_prod's by it
+    SplitKernel kernel;
+    switch (c.format) {
+      case CacheFormat::Fp16: kernel = fp16_split_kernel(p); break;
+      case CacheFormat::Kivi: kernel = kivi_split_kernel(p, int(c.bits)); break;
+      case CacheFormat::TurboQuantMse:
+      case CacheFormat::TurboQuantProd: kernel = turboquant_split_kernel(p, int(c.bits)); break;
+    }
+    // Two full waves of the kernel's resident blocks: the splits of every stream and query, the
+    // ring's included, fill them, so no wave runs a few blocks alone, and the short ring blocks
+    // leave room the second wave fills. Each split is a whole number of tiles per warp.
+    const int n_streams = static_cast<int>(streams() * queries);
+    const int ring = p.tokens > p.key_encoded ? 1 : 0;
+    const int per_stream = std::max(1 + ring, 2 * resident_blocks_of(kernel) * sms / n_streams);
+    const int per_split = (p.main_tiles + per_stream - ring - 1) / (per_stream - ring);
+    p.tiles_per_split = static_cast<int>(round_up(std::max(per_split, kWarps), kWarps));
+    p.main_splits = (p.main_tiles + p.tiles_per_split - 1) / p.tiles_per_split;
+    p.splits = p.main_splits + ring;
+    p.keys = keys, p.values = values;
+    p.key_codebook = key_levels, p.value_codebook = value_levels, p.key_signs = key_signs;
+    const size_t rows = c.batch * q_heads * queries;
+    const size_t need = rows * p.splits * (c.head_dim + 2);
+    if (need > part_floats) {
+      if (part != nullptr) VQ_CUDA_CHECK(cudaFree(part));
+      part = nullptr;
+      VQ_CUDA_CHECK(cudaMalloc(&part, need * sizeof(float)));
+      part_floats = need;
+    }
+    p.part_o = part;
+    p.part_ml = part + rows * p.splits * c.head_dim;
+    launch_split_kernel(kernel, p, static_cast<int>(c.batch), s);
+    CombineParams cp;
+    cp.part_o = p.part_o, cp.part_ml = p.part_ml, cp.splits = p.splits;
+    cp.head_dim = p.head_dim, cp.q_heads = static_cast<int>(q_heads), cp.kv_heads = p.kv_heads;
+    cp.value_signs = turboquant() ? value_signs : nullptr;
+    cp.out = out;
+    launch_combine(cp, static_cast<int>(c.batch * queries), hadamard_scale(), s);
+  }
+
+  // Bytes of one direction of one stream: codes and residual rows.
+  size_t stream_payload(bool key) const {
+    const size_t d = config.head_dim, t = tokens;
+    const size_t e = config.format == CacheFormat::Fp16 ? t : size_t(encoded(key ? key_block() : value_block()));
+    return (key ? key_code_bytes(e) : value_code_bytes(e)) + (t - e) * d * 2;
+  }
+
+  // Bytes one direction stores, counted as KVCache::key_bytes()/value_bytes() count them: every
+  // stream's payload and, once per sequence, the codec's shared state (TurboQuant's sign bits and
+  // f32 codebook, turboquant_prod's f32 sketch).
+  size_t stored(bool key) const {
+    size_t state = 0;
+    if (turboquant()) {
+      const TurboQuantTables& tq = config.turboquant;
+      state = (config.head_dim + 7) / 8 +
+              sizeof(float) * (key ? tq.key_centroids.size() + tq.key_sketch.size() : tq.value_centroids.size());
+    }
+    return stream_payload(key) * streams() + state * config.batch;
+  }
+
   HostStream download(const StreamView& s, int block, size_t b, size_t h, bool key) const {
     require(b < config.batch && h < config.kv_heads,
             "stream (" + std::to_string(b) + ", " + std::to_string(h) + ") is outside batch " +
@@ -245,88 +329,35 @@ void DeviceCache::append(const uint16_t* k, const uint16_t* v, const int64_t* po
 
 void DeviceCache::attend(const uint16_t* q, size_t q_heads, float* out, void* stream) {
   Impl& m = *impl_;
-  const CacheConfig& c = m.config;
-  if (m.tokens == 0) throw Error("cuda cache attend: the cache is empty; expected at least 1 token");
-  if (q_heads == 0 || q_heads % c.kv_heads != 0 || q_heads / c.kv_heads > size_t(kMaxGroup)) {
-    throw Error("cuda cache attend: q_heads " + std::to_string(q_heads) + "; expected a multiple of kv_heads " +
-                std::to_string(c.kv_heads) + " with at most " + std::to_string(kMaxGroup) + " per KV head");
+  m.check_attend(q_heads);
+  m.attend_rows(q, q_heads, out, 1, static_cast<cudaStream_t>(stream));
+}
+
+void DeviceCache::attend_causal(const uint16_t* q, size_t nq, size_t q_heads, float* out, void* stream) {
+  Impl& m = *impl_;
+  m.check_attend(q_heads);
+  if (nq == 0 || nq > m.tokens || nq > 65535) {
+    throw Error("cuda cache attend_causal: " + std::to_string(nq) + " queries; expected 1.." +
+                std::to_string(std::min<size_t>(m.tokens, 65535)) +
+                ", one per token of the newest ones held (at most 65535)");
   }
-  AttendParams p;
-  p.q = q;
-  p.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  p.kv_heads = static_cast<int>(c.kv_heads), p.group = static_cast<int>(q_heads / c.kv_heads);
-  p.head_dim = static_cast<int>(c.head_dim);
-  p.tokens = static_cast<int>(m.tokens);
-  p.key_encoded = m.kivi() ? m.encoded(m.key_block()) : p.tokens;
-  p.value_encoded = m.kivi() ? m.encoded(m.value_block()) : p.tokens;
-  p.main_end = p.key_encoded;
-  p.main_tiles = (p.main_end + kTileTokens - 1) / kTileTokens;
-  p.kivi_group = static_cast<int>(c.group);
-  p.key_sketch = m.key_sketch;  // before the kernel is chosen: it picks turboquant_prod's by it
-  SplitKernel kernel;
-  switch (c.format) {
-    case CacheFormat::Fp16: kernel = fp16_split_kernel(p); break;
-    case CacheFormat::Kivi: kernel = kivi_split_kernel(p, int(c.bits)); break;
-    case CacheFormat::TurboQuantMse:
-    case CacheFormat::TurboQuantProd: kernel = turboquant_split_kernel(p, int(c.bits)); break;
+  if (nq > 1 && m.config.batch != 1) {
+    throw Error("cuda cache attend_causal: " + std::to_string(nq) + " queries with batch " +
+                std::to_string(m.config.batch) + "; expected batch 1 for more than one query");
   }
-  // Two full waves of the kernel's resident blocks: the splits of every stream, the ring's
-  // included, fill them, so no wave runs a few blocks alone, and the short ring blocks leave room
-  // the second wave fills. Each split is a whole number of tiles per warp.
-  const int streams = static_cast<int>(m.streams());
-  const int ring = p.tokens > p.key_encoded ? 1 : 0;
-  const int per_stream = std::max(1 + ring, 2 * m.resident_blocks_of(kernel) * m.sms / streams);
-  const int per_split = (p.main_tiles + per_stream - ring - 1) / (per_stream - ring);
-  p.tiles_per_split = static_cast<int>(round_up(std::max(per_split, kWarps), kWarps));
-  p.main_splits = (p.main_tiles + p.tiles_per_split - 1) / p.tiles_per_split;
-  p.splits = p.main_splits + ring;
-  p.keys = m.keys, p.values = m.values;
-  p.key_codebook = m.key_levels, p.value_codebook = m.value_levels, p.key_signs = m.key_signs;
-  const size_t rows = c.batch * q_heads;
-  const size_t need = rows * p.splits * (c.head_dim + 2);
-  if (need > m.part_floats) {
-    if (m.part != nullptr) VQ_CUDA_CHECK(cudaFree(m.part));
-    m.part = nullptr;
-    VQ_CUDA_CHECK(cudaMalloc(&m.part, need * sizeof(float)));
-    m.part_floats = need;
-  }
-  p.part_o = m.part;
-  p.part_ml = m.part + rows * p.splits * c.head_dim;
-  const auto s = static_cast<cudaStream_t>(stream);
-  const int batch = static_cast<int>(c.batch);
-  launch_split_kernel(kernel, p, batch, s);
-  CombineParams cp;
-  cp.part_o = p.part_o, cp.part_ml = p.part_ml, cp.splits = p.splits;
-  cp.head_dim = p.head_dim, cp.q_heads = static_cast<int>(q_heads), cp.kv_heads = p.kv_heads;
-  cp.value_signs = m.turboquant() ? m.value_signs : nullptr;
-  cp.out = out;
-  launch_combine(cp, batch, m.hadamard_scale(), s);
+  m.attend_rows(q, q_heads, out, nq, static_cast<cudaStream_t>(stream));
 }
 
 size_t DeviceCache::tokens() const { return impl_->tokens; }
 const CacheConfig& DeviceCache::config() const { return impl_->config; }
 
 size_t DeviceCache::attend_read_bytes() const {
-  const Impl& m = *impl_;
-  const size_t d = m.config.head_dim, t = m.tokens;
-  const size_t ek = m.config.format == CacheFormat::Fp16 ? t : size_t(m.encoded(m.key_block()));
-  const size_t ev = m.config.format == CacheFormat::Fp16 ? t : size_t(m.encoded(m.value_block()));
-  const size_t per_stream = m.key_code_bytes(ek) + m.value_code_bytes(ev) + (2 * t - ek - ev) * d * 2;
-  return per_stream * m.streams();
+  return (impl_->stream_payload(true) + impl_->stream_payload(false)) * impl_->streams();
 }
 
-size_t DeviceCache::stored_bytes() const {
-  const Impl& m = *impl_;
-  // Per sequence, as KVCache counts a layer: each stream's sign bits and f32 codebook, and
-  // turboquant_prod's f32 sketch.
-  size_t state = 0;
-  if (m.turboquant()) {
-    const TurboQuantTables& t = m.config.turboquant;
-    state = 2 * ((m.config.head_dim + 7) / 8) +
-            (t.key_centroids.size() + t.value_centroids.size() + t.key_sketch.size()) * sizeof(float);
-  }
-  return attend_read_bytes() + state * m.config.batch;
-}
+size_t DeviceCache::stored_bytes() const { return stored_key_bytes() + stored_value_bytes(); }
+size_t DeviceCache::stored_key_bytes() const { return impl_->stored(true); }
+size_t DeviceCache::stored_value_bytes() const { return impl_->stored(false); }
 
 HostStream DeviceCache::download_keys(size_t batch, size_t kv_head) const {
   return impl_->download(impl_->keys, impl_->key_block(), batch, kv_head, true);

@@ -50,6 +50,7 @@ struct AttendParams {
   int tiles_per_split = 0;  // a multiple of the block's warps
   int main_splits = 0;      // splits over the fused region; splits - main_splits (0 or 1) ring splits come first
   int splits = 0;
+  int queries = 1;          // > 1: a prompt's causal queries, one per blockIdx.z (for_query())
   StreamView keys, values;
   int kivi_group = 32;                        // KIVI: tokens per key block, channels per value group
   const float* key_codebook = nullptr;        // TurboQuant levels

@@ -23,6 +23,7 @@ __device__ void fetch_rows(uint4* dst, const uint8_t* rows, int lane) {
 
 template <int D>
 __global__ void __launch_bounds__(kThreads) fp16_attend_kernel(AttendParams p) {
+  p = for_query(p);
   using Tile = Fp16Tile<D>;
   constexpr int NK = D / 16;  // k steps of the scores, m tiles of the values
   extern __shared__ __align__(16) uint8_t smem[];

@@ -219,6 +219,7 @@ __device__ void attend_codes(const AttendParams& p, int seq, int main_split, uin
 
 template <int D, int BITS, int VG>
 __global__ void __launch_bounds__(kThreads) kivi_attend_kernel(AttendParams p) {
+  p = for_query(p);
   extern __shared__ __align__(16) uint8_t smem[];
   const int warp = threadIdx.x / kWarp;
   float* pt = reinterpret_cast<float*>(smem) + warp * kPtFloats;  // probabilities, per warp

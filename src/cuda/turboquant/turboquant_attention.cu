@@ -55,6 +55,7 @@ struct Layout {
 
 template <int D, int BITS, bool PROD, int MAXG>
 __global__ void __launch_bounds__(kThreads) turboquant_attend_kernel(AttendParams p) {
+  p = for_query(p);
   using L = Layout<D, BITS, PROD>;
   using Tile = Fp16Tile<D>;
   constexpr int NK = D / 16;

@@ -44,7 +44,7 @@ PromptSession open_prompt(const Model& model, std::string_view prompt, const Pro
   std::optional<SessionFile> saved;
   if (!options.load_session.empty()) saved = read_session_file(options.load_session);
   const std::string kv = options.kv ? *options.kv : saved ? saved->kv_spec : std::string("fp16");
-  PromptSession p{Session(model, SessionOptions{kv, options.context}), {}, 0, false, {}, 0};
+  PromptSession p{Session(model, SessionOptions{kv, options.context, options.device, options.gpu_weights}), {}, 0, false, {}, 0};
   if (saved) {
     try {
       p.logits = restore_session(p.session, std::move(*saved));

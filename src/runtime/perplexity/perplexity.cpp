@@ -67,7 +67,7 @@ PerplexityResult compute_perplexity(const Model& model, std::string_view text,
   r.chunks = chunks;
   r.context = ctx;
   r.text_tokens = tokens.size();
-  Session session(model, SessionOptions{o.kv_spec, ctx});
+  Session session(model, SessionOptions{o.kv_spec, ctx, o.device, o.gpu_weights});
   Moments nll, kl;
   size_t agree = 0;
   std::vector<float> base(scored * vocab);
@@ -81,10 +81,8 @@ PerplexityResult compute_perplexity(const Model& model, std::string_view text,
     if (c == 0) {
       r.kv_bytes = session.kv_bytes();
       r.kv_fp16_bytes = session.kv_fp16_bytes();
-      for (const KVCache& cache : session.caches()) {
-        r.key_bytes += cache.key_bytes();
-        r.value_bytes += cache.value_bytes();
-      }
+      r.key_bytes = session.key_bytes();
+      r.value_bytes = session.value_bytes();
     }
     float* rows = &logits[first * vocab];
     for (size_t j = 0; j < scored; ++j) {

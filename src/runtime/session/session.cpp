@@ -10,6 +10,7 @@
 
 #include "cache/eviction/squeeze_budgets.h"
 #include "runtime/model/model_impl.h"
+#include "runtime/session/device_forward.h"
 #include "veloxquant/cache.h"
 #include "veloxquant/calibration.h"
 #include "veloxquant/model.h"
@@ -66,14 +67,38 @@ void check_token_ids(std::span<const int32_t> tokens, size_t vocab) {
   }
 }
 
+const char* device_name(Device d) { return d == Device::Cuda ? "cuda" : "cpu"; }
+
 }  // namespace
+
+Device parse_device(std::string_view name) {
+  if (name == "cpu") return Device::Cpu;
+  if (name == "cuda") return Device::Cuda;
+  throw Error("device '" + std::string(name) + "'; expected cpu or cuda");
+}
+
+GpuWeights parse_gpu_weights(std::string_view name) {
+  if (name == "f16") return GpuWeights::F16;
+  if (name == "f32") return GpuWeights::F32;
+  throw Error("gpu weights '" + std::string(name) + "'; expected f16 or f32");
+}
+
+bool cuda_built() {
+#ifdef VELOXQUANT_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
 
 struct Session::Impl {
   Model model;
   SessionOptions options;
   size_t context = 0;
   size_t position = 0;
-  std::vector<KVCache> caches;
+  Spec spec;
+  std::vector<KVCache> caches;  // Device::Cpu
+  std::unique_ptr<runtime::DeviceForward> gpu;  // Device::Cuda: weights and caches on the GPU
   // A calibrated spec's artifact, read and checked against the model once for every layer.
   std::shared_ptr<const CalibrationArtifact> calibration;
   std::vector<int32_t> history;  // the tokens evaluated so far, one per position
@@ -89,15 +114,27 @@ struct Session::Impl {
   Impl(Model m, SessionOptions o) : model(std::move(m)), options(std::move(o)) {
     const ModelConfig& c = model.config();
     context = options.context ? options.context : c.context_length;
-    const Spec spec = parse_spec(options.kv_spec);
+    spec = parse_spec(options.kv_spec);
+    if (options.device == Device::Cuda) {
+      gpu = runtime::make_device_forward(model, spec, context, kMicroBatch, options.gpu_weights);
+      return;
+    }
     if (spec.method->calibrated() && !spec.params.get_text("artifacts").empty()) {
       calibration = load_calibration(spec.params.get_text("artifacts"), spec);
       check_calibration_model(*calibration, ModelIdentity::of(model));
     }
-    make_caches(spec);
+    make_caches();
   }
 
-  void make_caches(const Spec& spec) {
+  // What a GPU session cannot do: its caches are not KVCache objects in host memory.
+  void require_cpu(const char* what) const {
+    if (gpu) {
+      throw Error(std::string(what) + " needs the caches in host memory; this session runs on device " +
+                  device_name(options.device) + " (run it with device cpu)");
+    }
+  }
+
+  void make_caches() {
     const ModelConfig& c = model.config();
     caches.clear();
     LayerShape shape{c.kv_heads, c.head_dim, 0, 0};
@@ -156,6 +193,12 @@ struct Session::Impl {
 
   // Runs n tokens; writes logits of rows [first_logit, n) to `logits`.
   void step(const int32_t* tokens, size_t n, size_t first_logit, float* logits) {
+    if (gpu) {
+      gpu->step(tokens, n, first_logit, logits);
+      position += n;
+      history.insert(history.end(), tokens, tokens + n);
+      return;
+    }
     const ModelConfig& c = model.config();
     const Model::Impl& m = model.impl();
     const size_t d = c.embedding;
@@ -213,7 +256,7 @@ size_t Session::position() const { return impl_->position; }
 size_t Session::room() const {
   const Impl& s = *impl_;
   size_t used = s.position;
-  if (s.caches.front().evicts()) {
+  if (!s.gpu && s.caches.front().evicts()) {
     used = 0;
     for (const KVCache& cache : s.caches)
       for (size_t h = 0; h < cache.kv_heads(); ++h) used = std::max(used, cache.stored_tokens(h));
@@ -223,28 +266,47 @@ size_t Session::room() const {
 size_t Session::context() const { return impl_->context; }
 const Model& Session::model() const { return impl_->model; }
 
-size_t Session::kv_bytes() const {
+const Spec& Session::spec() const { return impl_->spec; }
+Device Session::device() const { return impl_->options.device; }
+
+size_t Session::key_bytes() const {
+  if (impl_->gpu) return impl_->gpu->key_bytes();
   size_t b = 0;
-  for (const KVCache& c : impl_->caches) b += c.bytes();
+  for (const KVCache& c : impl_->caches) b += c.key_bytes();
   return b;
 }
 
-size_t Session::kv_fp16_bytes() const {
+size_t Session::value_bytes() const {
+  if (impl_->gpu) return impl_->gpu->value_bytes();
   size_t b = 0;
-  for (const KVCache& c : impl_->caches) b += c.fp16_bytes();
+  for (const KVCache& c : impl_->caches) b += c.value_bytes();
+  return b;
+}
+
+size_t Session::kv_bytes() const { return key_bytes() + value_bytes(); }
+
+size_t Session::kv_fp16_bytes() const {
+  const Impl& s = *impl_;
+  if (s.gpu) {
+    const ModelConfig& c = s.model.config();
+    return size_t{2} * 2 * s.position * c.layers * c.kv_heads * c.head_dim;
+  }
+  size_t b = 0;
+  for (const KVCache& c : s.caches) b += c.fp16_bytes();
   return b;
 }
 
 void Session::reset() {
   Impl& s = *impl_;
-  const Spec spec = s.caches.front().spec();
-  s.make_caches(spec);
+  if (s.gpu) s.gpu->reset();
+  else s.make_caches();
   s.position = 0;
   s.history.clear();
   if (s.observer) s.observer->reset();
 }
 
 void Session::set_observer(CacheObserver* observer) {
+  if (observer) impl_->require_cpu("set_observer");
   if (observer && impl_->position > 0) {
     throw Error("set_observer on a session holding " + std::to_string(impl_->position) +
                 " tokens; expected an empty session (the observer compares against every token)");
@@ -253,12 +315,16 @@ void Session::set_observer(CacheObserver* observer) {
 }
 
 std::span<const int32_t> Session::tokens() const { return impl_->history; }
-std::span<const KVCache> Session::caches() const { return impl_->caches; }
+std::span<const KVCache> Session::caches() const {
+  impl_->require_cpu("caches()");
+  return impl_->caches;
+}
 
 void Session::restore(std::vector<int32_t> tokens, std::vector<KVCache> caches) {
   Impl& s = *impl_;
+  s.require_cpu("restore");
   const ModelConfig& c = s.model.config();
-  const Spec& spec = s.caches.front().spec();
+  const Spec& spec = s.spec;
   if (caches.size() != c.layers) {
     throw Error(fmt::format("restore got {} caches; expected one per layer ({})", caches.size(), c.layers));
   }

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The runtime on the GPU (`--device cuda`) against the CPU runtime, on the GPU machine:
+#  - perplexity of every method with CUDA kernels on the CPU and on the GPU, with f32 weights (the
+#    CPU's arithmetic: must agree within 0.1 %) and with f16 weights (the default: reported);
+#  - greedy continuations with the fp16 cache, which must be the same tokens (both precisions).
+# Needs the CLI that bench/cuda/carry_parity.sh puts into .cuda-carry/.
+#
+#   bench/cuda/runtime_h200.sh OUT_DIR
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out=${1:?usage: runtime_h200.sh OUT_DIR}
+mkdir -p "$out"
+source bench/cuda/carried.sh
+vq=$(carried veloxquant)
+text=.cuda-carry/wiki.test.raw
+threads=$(nproc)
+specs=(fp16 kivi:kbits=2,vbits=2 kivi:kbits=4,vbits=4 turboquant_mse:bits=4,vbits=4 turboquant_mse:bits=2,vbits=2 turboquant_prod:bits=4,vbits=4 turboquant_prod:bits=2,vbits=2)
+status=0
+# cpu, cuda-f32 or cuda-f16 as the CLI's options.
+options() {
+  case $1 in
+    cpu) echo "--device cpu" ;;
+    cuda-*) echo "--device cuda --gpu-weights ${1#cuda-}" ;;
+  esac
+}
+for model in vq-hd128:8 vq-hd64:2; do
+  name=${model%%:*} chunks=${model##*:}
+  for spec in "${specs[@]}"; do
+    for run in cpu cuda-f32 cuda-f16; do
+      "$vq" perplexity -m "models/$name.gguf" -f "$text" -c 2048 --chunks "$chunks" --kv "$spec" -t "$threads" \
+        $(options "$run") --json > "$out/ppl_${name}_${spec//[:=,]/_}_$run.json" || status=1
+    done
+  done
+  for run in cpu cuda-f32 cuda-f16; do
+    "$vq" generate -m "models/$name.gguf" -p "The old house on the hill had been empty for years, until" -n 200 \
+      --temp 0 --kv fp16 -t "$threads" $(options "$run") --json > "$out/gen_${name}_$run.json" || status=1
+  done
+done
+python3 bench/cuda/runtime_report.py --dir "$out" --command "bench/cuda/runtime_h200.sh OUT_DIR" || status=1
+exit $status

@@ -1,0 +1,79 @@
+// The Llama-family forward pass on the GPU (built with -DVELOXQUANT_CUDA=ON, sm_90): weights in
+// GPU memory as fp16 or f32, cuBLAS for the projections, kernels of our own for the small operations
+// (embedding rows, RMSNorm, RoPE, SwiGLU, residual adds), and one DeviceCache per layer, whose
+// fused kernels run attention on the compressed cache. The CPU library's Session drives it when
+// SessionOptions::device is Device::Cuda (veloxquant/model.h). No CUDA headers needed here.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "veloxquant/cuda.h"
+#include "veloxquant/rope.h"
+
+namespace veloxquant::cuda {
+
+// The precision of the weights and of the projections' inputs. F16 halves the weights' memory
+// and bandwidth; F32 computes as the CPU runtime does (f32 activations, weights decoded to f32),
+// so that quantized caches see the same keys up to summation order (docs/cuda.md has both's
+// agreement with the CPU).
+enum class Precision { F16, F32 };
+
+struct DecoderShape {
+  size_t layers = 0, embedding = 0, feed_forward = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab = 0;
+  float rms_eps = 1e-5f;
+  RopeParams rope;  // applied to queries and keys before the cache sees them
+  Precision precision = Precision::F16;
+};
+
+// A weight matrix [rows = output features, cols = input features] row-major, as GGUF stores it,
+// as the bytes of its values in the decoder's precision (fp16 or f32).
+using HostMatrix = std::vector<uint8_t>;
+
+struct DecoderLayerWeights {
+  std::vector<float> attn_norm, ffn_norm;
+  HostMatrix wq, wk, wv, wo, gate, up, down;
+  std::vector<float> bq, bk, bv;  // empty without q/k/v biases
+};
+
+struct DecoderWeights {
+  HostMatrix token_embd;  // [vocab, embedding]
+  HostMatrix output;      // [vocab, embedding]; empty: tied to token_embd
+  std::vector<float> output_norm;
+  std::vector<DecoderLayerWeights> layers;
+};
+
+class DeviceDecoder {
+ public:
+  // caches: one configuration per layer (rope.dims 0: keys arrive rotated), each holding at
+  // least the context. max_step: most tokens one step() takes. Throws Error naming a weight whose
+  // size disagrees with the shape, and for what DeviceCache refuses.
+  DeviceDecoder(const DecoderShape& shape, const DecoderWeights& weights,
+                std::vector<CacheConfig> caches, size_t max_step);
+  ~DeviceDecoder();
+  DeviceDecoder(const DeviceDecoder&) = delete;
+  DeviceDecoder& operator=(const DeviceDecoder&) = delete;
+
+  // Runs n tokens (1..max_step) at positions [tokens(), tokens() + n), appending their keys and
+  // values to every layer's cache; the prompt's queries attend causally on the compressed cache,
+  // as KVCache::attend does. Writes the logits of rows [first_logit, n) to `logits` (host,
+  // (n - first_logit) x vocab floats; none when first_logit >= n).
+  void step(const int32_t* tokens, size_t n, size_t first_logit, float* logits);
+
+  size_t tokens() const;
+  // Exact bytes all layers' caches store (DeviceCache::stored_key_bytes, stored_value_bytes).
+  size_t key_bytes() const;
+  size_t value_bytes() const;
+  // Device bytes of the weights.
+  size_t weight_bytes() const;
+  // Empties every cache.
+  void reset();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace veloxquant::cuda

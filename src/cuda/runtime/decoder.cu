@@ -1,0 +1,317 @@
+// DeviceDecoder (veloxquant/cuda_decoder.h): device copies of the weights, scratch buffers sized
+// for the longest step, one DeviceCache per layer, and the forward pass in the CPU runtime's
+// order (runtime/session/session.cpp). Projections are cuBLAS GEMMs on fp16 weights and fp16
+// inputs with f32 accumulation and f32 outputs; the residual stream stays f32.
+#include <cublas_v2.h>
+
+#include <cmath>
+#include <string>
+#include <type_traits>
+
+#include "cuda/common/check.cuh"
+#include "cuda/runtime/decoder_kernels.h"
+#include "veloxquant/cuda_decoder.h"
+#include "veloxquant/error.h"
+
+namespace veloxquant::cuda {
+namespace {
+
+void check_cublas(cublasStatus_t status, const char* call, const char* file, int line) {
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    throw Error(std::string(call) + " failed at " + project_path(file) + ":" + std::to_string(line) + ": " +
+                cublasGetStatusName(status) + "; expected CUBLAS_STATUS_SUCCESS");
+  }
+}
+#define VQ_CUBLAS_CHECK(call) check_cublas((call), #call, __FILE__, __LINE__)
+
+// A device allocation of n elements, freed with its owner.
+template <class T>
+struct DeviceArray {
+  T* ptr = nullptr;
+  size_t size = 0;
+  DeviceArray() = default;
+  explicit DeviceArray(size_t n) : size(n) { if (n > 0) VQ_CUDA_CHECK(cudaMalloc(&ptr, n * sizeof(T))); }
+  DeviceArray(const T* host, size_t n) : DeviceArray(n) {
+    if (n > 0) VQ_CUDA_CHECK(cudaMemcpy(ptr, host, n * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  DeviceArray(DeviceArray&& o) noexcept : ptr(o.ptr), size(o.size) { o.ptr = nullptr, o.size = 0; }
+  DeviceArray& operator=(DeviceArray&& o) noexcept {
+    std::swap(ptr, o.ptr), std::swap(size, o.size);
+    return *this;
+  }
+  ~DeviceArray() { if (ptr != nullptr) cudaFree(ptr); }
+};
+
+template <class T>
+DeviceArray<T> upload(const std::vector<T>& host, size_t expected, const std::string& name) {
+  if (host.size() != expected) {
+    throw Error("cuda decoder: weight " + name + " holds " + std::to_string(host.size()) +
+                " values; expected " + std::to_string(expected));
+  }
+  return DeviceArray<T>(host.data(), host.size());
+}
+
+// Values of the decoder's precision: fp16 or f32, with cuBLAS's name for them.
+template <class T>
+constexpr cudaDataType_t blas_type() { return std::is_same_v<T, float> ? CUDA_R_32F : CUDA_R_16F; }
+size_t element_bytes(Precision p) { return p == Precision::F32 ? 4 : 2; }
+
+struct Matrix {
+  DeviceArray<uint8_t> w;  // [rows, cols] row-major, in the decoder's precision
+  int rows = 0, cols = 0;
+  template <class T>
+  const T* as() const { return reinterpret_cast<const T*>(w.ptr); }
+};
+
+Matrix upload_matrix(const HostMatrix& host, size_t rows, size_t cols, Precision p, const std::string& name) {
+  Matrix m;
+  if (host.size() != rows * cols * element_bytes(p)) {
+    throw Error("cuda decoder: weight " + name + " holds " + std::to_string(host.size()) + " bytes; expected " +
+                std::to_string(rows) + " x " + std::to_string(cols) + " values of " +
+                std::to_string(element_bytes(p)) + " bytes");
+  }
+  m.w = DeviceArray<uint8_t>(host.data(), host.size());
+  m.rows = static_cast<int>(rows), m.cols = static_cast<int>(cols);
+  return m;
+}
+
+struct Layer {
+  DeviceArray<float> attn_norm, ffn_norm, bq, bk, bv;
+  Matrix wq, wk, wv, wo, gate, up, down;
+};
+
+}  // namespace
+
+struct DeviceDecoder::Impl {
+  DecoderShape shape;
+  std::vector<CacheConfig> cache_configs;
+  size_t max_step = 0, tokens = 0, weight_bytes = 0;
+  cublasHandle_t blas = nullptr;
+  cudaStream_t stream = nullptr;
+  std::vector<Layer> layers;
+  Matrix embed, output;  // output.w empty when tied
+  DeviceArray<float> output_norm;
+  DeviceArray<double> inv_freq;
+  std::vector<std::unique_ptr<DeviceCache>> caches;
+  // Scratch for one step of up to max_step tokens.
+  DeviceArray<int32_t> token_ids;
+  DeviceArray<int64_t> positions;
+  DeviceArray<float> x, qf, kf, vf, attn, proj, gate, up, logits;
+  DeviceArray<__half> q16, k16, v16;
+  // The projections' inputs, in the decoder's precision: normed rows, attention outputs (F16
+  // only: F32 projects attn itself), SwiGLU outputs.
+  DeviceArray<uint8_t> h, attn_in, ffn_in;
+
+  // y[n, w.rows] = x[n, w.cols] w^T: column-major, that is y^T = w x^T with w read transposed.
+  // F32 asks for f32 arithmetic throughout (no TF32), as the CPU computes.
+  template <class T>
+  void project(const Matrix& w, const T* in, int n, float* y) const {
+    const float one = 1.0f, zero = 0.0f;
+    const cublasComputeType_t compute = std::is_same_v<T, float> ? CUBLAS_COMPUTE_32F_PEDANTIC : CUBLAS_COMPUTE_32F;
+    VQ_CUBLAS_CHECK(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, w.rows, n, w.cols, &one, w.as<T>(), blas_type<T>(),
+                                 w.cols, in, blas_type<T>(), w.cols, &zero, y, CUDA_R_32F, w.rows, compute,
+                                 CUBLAS_GEMM_DEFAULT));
+  }
+
+  void rope(const float* in, int n, int heads, bool head_major, __half* out) const {
+    RopeRows r;
+    r.x = in, r.n = n, r.heads = heads, r.head_dim = static_cast<int>(shape.head_dim);
+    r.positions = positions.ptr, r.inv_freq = inv_freq.ptr;
+    r.rope_half = static_cast<int>(shape.rope.dims / 2);
+    r.neox = shape.rope.layout == RopeLayout::Neox;
+    r.head_major = head_major, r.out = out;
+    launch_rope_rows(r, stream);
+  }
+
+  template <class T>
+  T* buffer(DeviceArray<uint8_t>& b) { return reinterpret_cast<T*>(b.ptr); }
+
+  template <class T>
+  void layer(size_t l, int n) {
+    const Layer& w = layers[l];
+    const int d = static_cast<int>(shape.embedding), hq = static_cast<int>(shape.heads);
+    const int hkv = static_cast<int>(shape.kv_heads), hd = static_cast<int>(shape.head_dim);
+    const int ff = static_cast<int>(shape.feed_forward);
+    T* normed = buffer<T>(h);
+    launch_rms_norm(x.ptr, w.attn_norm.ptr, n, d, shape.rms_eps, normed, stream);
+    project(w.wq, normed, n, qf.ptr);
+    project(w.wk, normed, n, kf.ptr);
+    project(w.wv, normed, n, vf.ptr);
+    if (w.bq.size) launch_add_bias(qf.ptr, w.bq.ptr, n, hq * hd, stream);
+    if (w.bk.size) launch_add_bias(kf.ptr, w.bk.ptr, n, hkv * hd, stream);
+    if (w.bv.size) launch_add_bias(vf.ptr, w.bv.ptr, n, hkv * hd, stream);
+    rope(qf.ptr, n, hq, false, q16.ptr);
+    rope(kf.ptr, n, hkv, true, k16.ptr);
+    RopeRows values;  // values only change layout: no pair is rotated
+    values.x = vf.ptr, values.n = n, values.heads = hkv, values.head_dim = hd;
+    values.head_major = true, values.out = v16.ptr;
+    launch_rope_rows(values, stream);
+    DeviceCache& cache = *caches[l];
+    cache.append(reinterpret_cast<const uint16_t*>(k16.ptr), reinterpret_cast<const uint16_t*>(v16.ptr),
+                 positions.ptr, static_cast<size_t>(n), stream);
+    cache.attend_causal(reinterpret_cast<const uint16_t*>(q16.ptr), static_cast<size_t>(n),
+                        static_cast<size_t>(hq), attn.ptr, stream);
+    if constexpr (std::is_same_v<T, float>) {
+      project(w.wo, attn.ptr, n, proj.ptr);
+    } else {
+      launch_to_half(attn.ptr, static_cast<size_t>(n) * hq * hd, buffer<__half>(attn_in), stream);
+      project(w.wo, buffer<__half>(attn_in), n, proj.ptr);
+    }
+    launch_add(x.ptr, proj.ptr, static_cast<size_t>(n) * d, stream);
+    launch_rms_norm(x.ptr, w.ffn_norm.ptr, n, d, shape.rms_eps, normed, stream);
+    project(w.gate, normed, n, gate.ptr);
+    project(w.up, normed, n, up.ptr);
+    launch_swiglu(gate.ptr, up.ptr, static_cast<size_t>(n) * ff, buffer<T>(ffn_in), stream);
+    project(w.down, buffer<T>(ffn_in), n, proj.ptr);
+    launch_add(x.ptr, proj.ptr, static_cast<size_t>(n) * d, stream);
+  }
+
+  // The step's work after the token ids and positions are on the device.
+  template <class T>
+  void forward(int n, size_t first_logit) {
+    const int d = static_cast<int>(shape.embedding);
+    launch_embed_rows(embed.as<T>(), token_ids.ptr, n, d, x.ptr, stream);
+    for (size_t l = 0; l < shape.layers; ++l) layer<T>(l, n);
+    if (first_logit >= static_cast<size_t>(n)) return;
+    const int rows = n - static_cast<int>(first_logit);
+    launch_rms_norm(x.ptr + first_logit * d, output_norm.ptr, rows, d, shape.rms_eps, buffer<T>(h), stream);
+    project(output.w.ptr != nullptr ? output : embed, buffer<T>(h), rows, logits.ptr);
+  }
+
+  void make_caches() {
+    caches.clear();
+    for (const CacheConfig& c : cache_configs) caches.push_back(std::make_unique<DeviceCache>(c));
+    tokens = 0;
+  }
+};
+
+DeviceDecoder::DeviceDecoder(const DecoderShape& shape, const DecoderWeights& weights,
+                             std::vector<CacheConfig> caches, size_t max_step)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.shape = shape;
+  m.max_step = max_step;
+  const size_t d = shape.embedding, hd = shape.head_dim, qw = shape.heads * hd, kvw = shape.kv_heads * hd;
+  const size_t ff = shape.feed_forward, vocab = shape.vocab;
+  if (max_step == 0) throw Error("cuda decoder: max_step 0; expected at least 1 token per step");
+  if (weights.layers.size() != shape.layers || caches.size() != shape.layers) {
+    throw Error("cuda decoder: " + std::to_string(weights.layers.size()) + " layers of weights and " +
+                std::to_string(caches.size()) + " caches; expected " + std::to_string(shape.layers) + " each");
+  }
+  if (shape.heads == 0 || shape.kv_heads == 0 || shape.heads % shape.kv_heads != 0) {
+    throw Error("cuda decoder: " + std::to_string(shape.heads) + " query heads over " +
+                std::to_string(shape.kv_heads) + " KV heads; expected a whole multiple");
+  }
+  m.cache_configs = std::move(caches);
+  for (const CacheConfig& c : m.cache_configs) {
+    if (c.rope.dims != 0 || c.batch != 1 || c.kv_heads != shape.kv_heads || c.head_dim != hd) {
+      throw Error("cuda decoder: a cache configuration for batch " + std::to_string(c.batch) + ", " +
+                  std::to_string(c.kv_heads) + " KV heads x " + std::to_string(c.head_dim) +
+                  (c.rope.dims ? " with RoPE" : "") + "; expected batch 1, " + std::to_string(shape.kv_heads) +
+                  " x " + std::to_string(hd) + " and no RoPE (keys arrive rotated)");
+    }
+  }
+  VQ_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
+  VQ_CUBLAS_CHECK(cublasCreate(&m.blas));
+  VQ_CUBLAS_CHECK(cublasSetStream(m.blas, m.stream));
+  const Precision p = shape.precision;
+  m.embed = upload_matrix(weights.token_embd, vocab, d, p, "token_embd");
+  if (!weights.output.empty()) m.output = upload_matrix(weights.output, vocab, d, p, "output");
+  m.output_norm = upload(weights.output_norm, d, "output_norm");
+  for (size_t l = 0; l < shape.layers; ++l) {
+    const DecoderLayerWeights& in = weights.layers[l];
+    const std::string at = " of layer " + std::to_string(l);
+    Layer w;
+    w.attn_norm = upload(in.attn_norm, d, "attn_norm" + at);
+    w.ffn_norm = upload(in.ffn_norm, d, "ffn_norm" + at);
+    if (!in.bq.empty() || !in.bk.empty() || !in.bv.empty()) {
+      w.bq = upload(in.bq, qw, "attn_q.bias" + at);
+      w.bk = upload(in.bk, kvw, "attn_k.bias" + at);
+      w.bv = upload(in.bv, kvw, "attn_v.bias" + at);
+    }
+    w.wq = upload_matrix(in.wq, qw, d, p, "attn_q" + at);
+    w.wk = upload_matrix(in.wk, kvw, d, p, "attn_k" + at);
+    w.wv = upload_matrix(in.wv, kvw, d, p, "attn_v" + at);
+    w.wo = upload_matrix(in.wo, d, qw, p, "attn_output" + at);
+    w.gate = upload_matrix(in.gate, ff, d, p, "ffn_gate" + at);
+    w.up = upload_matrix(in.up, ff, d, p, "ffn_up" + at);
+    w.down = upload_matrix(in.down, d, ff, p, "ffn_down" + at);
+    for (const Matrix* x : {&w.wq, &w.wk, &w.wv, &w.wo, &w.gate, &w.up, &w.down}) m.weight_bytes += x->w.size;
+    m.weight_bytes += 4 * (w.attn_norm.size + w.ffn_norm.size + w.bq.size + w.bk.size + w.bv.size);
+    m.layers.push_back(std::move(w));
+  }
+  m.weight_bytes += m.embed.w.size + m.output.w.size + 4 * m.output_norm.size;
+  // The CPU's apply_rope frequencies, with the same double expression.
+  std::vector<double> inv_freq(std::max<size_t>(shape.rope.dims / 2, 1), 0.0);
+  for (size_t i = 0; i < shape.rope.dims / 2; ++i) {
+    inv_freq[i] = shape.rope.freq_scale * std::pow(static_cast<double>(shape.rope.freq_base),
+                                                   -2.0 * static_cast<double>(i) / shape.rope.dims);
+  }
+  m.inv_freq = DeviceArray<double>(inv_freq.data(), inv_freq.size());
+  const size_t n = max_step;
+  m.token_ids = DeviceArray<int32_t>(n);
+  m.positions = DeviceArray<int64_t>(n);
+  m.x = DeviceArray<float>(n * d), m.proj = DeviceArray<float>(n * d);
+  m.qf = DeviceArray<float>(n * qw), m.attn = DeviceArray<float>(n * qw);
+  m.kf = DeviceArray<float>(n * kvw), m.vf = DeviceArray<float>(n * kvw);
+  m.gate = DeviceArray<float>(n * ff), m.up = DeviceArray<float>(n * ff);
+  m.logits = DeviceArray<float>(n * vocab);
+  m.q16 = DeviceArray<__half>(n * qw);
+  m.k16 = DeviceArray<__half>(n * kvw), m.v16 = DeviceArray<__half>(n * kvw);
+  const size_t e = element_bytes(p);
+  m.h = DeviceArray<uint8_t>(n * d * e), m.ffn_in = DeviceArray<uint8_t>(n * ff * e);
+  if (p == Precision::F16) m.attn_in = DeviceArray<uint8_t>(n * qw * 2);
+  m.make_caches();
+}
+
+DeviceDecoder::~DeviceDecoder() {
+  Impl& m = *impl_;
+  // Destructors do not throw: failures here have nothing left to report to.
+  if (m.blas != nullptr) cublasDestroy(m.blas);
+  if (m.stream != nullptr) cudaStreamDestroy(m.stream);
+}
+
+void DeviceDecoder::step(const int32_t* tokens, size_t n, size_t first_logit, float* logits) {
+  Impl& m = *impl_;
+  if (n == 0 || n > m.max_step) {
+    throw Error("cuda decoder: a step of " + std::to_string(n) + " tokens; expected 1.." + std::to_string(m.max_step));
+  }
+  for (size_t t = 0; t < n; ++t) {
+    if (tokens[t] < 0 || static_cast<size_t>(tokens[t]) >= m.shape.vocab) {
+      throw Error("cuda decoder: token id " + std::to_string(tokens[t]) + "; expected 0.." +
+                  std::to_string(m.shape.vocab - 1));
+    }
+  }
+  std::vector<int64_t> positions(n);
+  for (size_t t = 0; t < n; ++t) positions[t] = static_cast<int64_t>(m.tokens + t);
+  VQ_CUDA_CHECK(cudaMemcpyAsync(m.token_ids.ptr, tokens, n * sizeof(int32_t), cudaMemcpyHostToDevice, m.stream));
+  VQ_CUDA_CHECK(cudaMemcpyAsync(m.positions.ptr, positions.data(), n * sizeof(int64_t), cudaMemcpyHostToDevice, m.stream));
+  if (m.shape.precision == Precision::F32) m.forward<float>(static_cast<int>(n), first_logit);
+  else m.forward<__half>(static_cast<int>(n), first_logit);
+  m.tokens += n;
+  if (first_logit < n) {
+    VQ_CUDA_CHECK(cudaMemcpyAsync(logits, m.logits.ptr, (n - first_logit) * m.shape.vocab * sizeof(float),
+                                  cudaMemcpyDeviceToHost, m.stream));
+  }
+  VQ_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+}
+
+size_t DeviceDecoder::tokens() const { return impl_->tokens; }
+
+size_t DeviceDecoder::key_bytes() const {
+  size_t bytes = 0;
+  for (const auto& c : impl_->caches) bytes += c->stored_key_bytes();
+  return bytes;
+}
+
+size_t DeviceDecoder::value_bytes() const {
+  size_t bytes = 0;
+  for (const auto& c : impl_->caches) bytes += c->stored_value_bytes();
+  return bytes;
+}
+
+size_t DeviceDecoder::weight_bytes() const { return impl_->weight_bytes; }
+
+void DeviceDecoder::reset() { impl_->make_caches(); }
+
+}  // namespace veloxquant::cuda

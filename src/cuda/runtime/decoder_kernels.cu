@@ -1,0 +1,136 @@
+// The forward pass's small kernels (decoder_kernels.h).
+#include "cuda/common/check.cuh"
+#include "cuda/common/device_math.cuh"
+#include "cuda/runtime/decoder_kernels.h"
+
+namespace veloxquant::cuda {
+namespace {
+
+constexpr int kBlock = 256;
+
+int blocks_for(size_t n) { return static_cast<int>((n + kBlock - 1) / kBlock); }
+
+__device__ inline float to_float(__half x) { return __half2float(x); }
+__device__ inline float to_float(float x) { return x; }
+template <class T>
+__device__ inline T from_float(float x);
+template <>
+__device__ inline __half from_float<__half>(float x) { return __float2half_rn(x); }
+template <>
+__device__ inline float from_float<float>(float x) { return x; }
+
+template <class T>
+__global__ void embed_rows_kernel(const T* table, const int32_t* tokens, int d, float* x) {
+  const size_t t = blockIdx.x;
+  const T* row = table + static_cast<size_t>(tokens[t]) * d;
+  for (int i = threadIdx.x; i < d; i += blockDim.x) x[t * d + i] = to_float(row[i]);
+}
+
+// One block per row. Double partial sums, reduced through shared memory.
+template <class T>
+__global__ void rms_norm_kernel(const float* x, const float* w, int d, float eps, T* y) {
+  __shared__ double partial[kBlock];
+  const size_t t = blockIdx.x;
+  const float* row = x + t * d;
+  double ss = 0;
+  for (int i = threadIdx.x; i < d; i += blockDim.x) ss += static_cast<double>(row[i]) * row[i];
+  partial[threadIdx.x] = ss;
+  __syncthreads();
+  for (int o = blockDim.x / 2; o > 0; o >>= 1) {
+    if (static_cast<int>(threadIdx.x) < o) partial[threadIdx.x] += partial[threadIdx.x + o];
+    __syncthreads();
+  }
+  const float scale = static_cast<float>(1.0 / sqrt(partial[0] / static_cast<double>(d) + eps));
+  for (int i = threadIdx.x; i < d; i += blockDim.x) y[t * d + i] = from_float<T>(__fmul_rn(__fmul_rn(row[i], scale), w[i]));
+}
+
+__global__ void add_bias_kernel(float* y, const float* bias, size_t total, int width) {
+  const size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  if (i < total) y[i] += bias[i % width];
+}
+
+// One block per (token, head), one thread per pair or unrotated channel pair.
+__global__ void rope_rows_kernel(RopeRows r) {
+  const int t = blockIdx.x, h = blockIdx.y, d = r.head_dim;
+  const float* in = r.x + (static_cast<size_t>(t) * r.heads + h) * d;
+  __half* out = r.out + (r.head_major ? (static_cast<size_t>(h) * r.n + t) * d : (static_cast<size_t>(t) * r.heads + h) * d);
+  for (int c = threadIdx.x; c < d; c += blockDim.x) {
+    const int pair = r.neox ? (c < r.rope_half ? c : c - r.rope_half) : c / 2;
+    const bool rotated = r.neox ? (c < 2 * r.rope_half) : pair < r.rope_half;
+    if (!rotated) {
+      out[c] = __float2half_rn(in[c]);
+      continue;
+    }
+    const int a = r.neox ? pair : 2 * pair, b = r.neox ? pair + r.rope_half : 2 * pair + 1;
+    float x0 = in[a], x1 = in[b];
+    rope_pair(x0, x1, r.inv_freq[pair], r.positions[t]);
+    out[c] = __float2half_rn(c == a ? x0 : x1);
+  }
+}
+
+template <class T>
+__global__ void swiglu_kernel(const float* gate, const float* up, size_t n, T* out) {
+  const size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  if (i < n) out[i] = from_float<T>(__fmul_rn(__fdiv_rn(gate[i], __fadd_rn(1.0f, expf(-gate[i]))), up[i]));
+}
+
+__global__ void add_kernel(float* x, const float* y, size_t n) {
+  const size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  if (i < n) x[i] += y[i];
+}
+
+__global__ void to_half_kernel(const float* x, size_t n, __half* y) {
+  const size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  if (i < n) y[i] = __float2half_rn(x[i]);
+}
+
+}  // namespace
+
+template <class T>
+void launch_embed_rows(const T* table, const int32_t* tokens, int n, int d, float* x, cudaStream_t s) {
+  embed_rows_kernel<<<n, kBlock, 0, s>>>(table, tokens, d, x);
+  VQ_CUDA_CHECK_LAUNCH("embed_rows_kernel");
+}
+
+template <class T>
+void launch_rms_norm(const float* x, const float* w, int n, int d, float eps, T* y, cudaStream_t s) {
+  rms_norm_kernel<<<n, kBlock, 0, s>>>(x, w, d, eps, y);
+  VQ_CUDA_CHECK_LAUNCH("rms_norm_kernel");
+}
+
+void launch_add_bias(float* y, const float* bias, int n, int width, cudaStream_t s) {
+  const size_t total = static_cast<size_t>(n) * width;
+  add_bias_kernel<<<blocks_for(total), kBlock, 0, s>>>(y, bias, total, width);
+  VQ_CUDA_CHECK_LAUNCH("add_bias_kernel");
+}
+
+void launch_rope_rows(const RopeRows& r, cudaStream_t s) {
+  rope_rows_kernel<<<dim3(r.n, r.heads), 128, 0, s>>>(r);
+  VQ_CUDA_CHECK_LAUNCH("rope_rows_kernel");
+}
+
+template <class T>
+void launch_swiglu(const float* gate, const float* up, size_t n, T* out, cudaStream_t s) {
+  swiglu_kernel<<<blocks_for(n), kBlock, 0, s>>>(gate, up, n, out);
+  VQ_CUDA_CHECK_LAUNCH("swiglu_kernel");
+}
+
+void launch_add(float* x, const float* y, size_t n, cudaStream_t s) {
+  add_kernel<<<blocks_for(n), kBlock, 0, s>>>(x, y, n);
+  VQ_CUDA_CHECK_LAUNCH("add_kernel");
+}
+
+void launch_to_half(const float* x, size_t n, __half* y, cudaStream_t s) {
+  to_half_kernel<<<blocks_for(n), kBlock, 0, s>>>(x, n, y);
+  VQ_CUDA_CHECK_LAUNCH("to_half_kernel");
+}
+
+#define VQ_DECODER_PRECISION(T)                                                                    \
+  template void launch_embed_rows<T>(const T*, const int32_t*, int, int, float*, cudaStream_t);    \
+  template void launch_rms_norm<T>(const float*, const float*, int, int, float, T*, cudaStream_t); \
+  template void launch_swiglu<T>(const float*, const float*, size_t, T*, cudaStream_t);
+VQ_DECODER_PRECISION(__half)
+VQ_DECODER_PRECISION(float)
+#undef VQ_DECODER_PRECISION
+
+}  // namespace veloxquant::cuda

@@ -1,0 +1,48 @@
+// The small operations of the forward pass on the GPU (decoder.cu runs them between cuBLAS
+// projections). Each mirrors the CPU runtime's arithmetic (runtime/session/session.cpp) so that
+// logits agree up to the fp16 rounding of the weights and of the projections' inputs.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace veloxquant::cuda {
+
+// The element types below (T): __half or float, the decoder's precision.
+
+// x[t] = table[tokens[t]] as f32, rows of d.
+template <class T>
+void launch_embed_rows(const T* table, const int32_t* tokens, int n, int d, float* x, cudaStream_t s);
+// y[t] = x[t] / rms(x[t]) * w: the sum of squares in double, like the CPU's rms_norm.
+template <class T>
+void launch_rms_norm(const float* x, const float* w, int n, int d, float eps, T* y, cudaStream_t s);
+// y[t][i] += bias[i] for n rows of `width`.
+void launch_add_bias(float* y, const float* bias, int n, int width, cudaStream_t s);
+
+// Rows [n, heads, head_dim] of f32 rotated by RoPE at positions[t] (rope_half pairs; 0: none) and
+// rounded to fp16, written token-major ([n, heads, head_dim], queries) or head-major ([heads, n,
+// head_dim], what DeviceCache::append takes).
+struct RopeRows {
+  const float* x = nullptr;
+  int n = 0, heads = 0, head_dim = 0;
+  const int64_t* positions = nullptr;
+  const double* inv_freq = nullptr;
+  int rope_half = 0;
+  bool neox = false;  // pairs (i, i + rope_half) instead of (2i, 2i + 1)
+  bool head_major = false;
+  __half* out = nullptr;
+};
+void launch_rope_rows(const RopeRows& r, cudaStream_t s);
+
+// out = silu(gate) * up, n values (the CPU's g / (1 + exp(-g)) * u).
+template <class T>
+void launch_swiglu(const float* gate, const float* up, size_t n, T* out, cudaStream_t s);
+// x += y, n values.
+void launch_add(float* x, const float* y, size_t n, cudaStream_t s);
+// y = x as fp16, n values.
+void launch_to_half(const float* x, size_t n, __half* y, cudaStream_t s);
+
+}  // namespace veloxquant::cuda

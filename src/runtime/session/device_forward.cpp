@@ -1,0 +1,92 @@
+// make_device_forward(): the model's weights as fp16 and each layer's device cache
+// configuration, handed to cuda::DeviceDecoder. Without the CUDA backend it says how to get it.
+#include "runtime/session/device_forward.h"
+
+#include "veloxquant/error.h"
+
+#ifdef VELOXQUANT_WITH_CUDA
+#include <cstring>
+
+#include "core/simd.h"
+#include "runtime/model/model_impl.h"
+#include "veloxquant/cuda_decoder.h"
+#include "veloxquant/method.h"
+#endif
+
+namespace veloxquant::runtime {
+
+#ifdef VELOXQUANT_WITH_CUDA
+namespace {
+
+// Every row decoded to f32 as the CPU runtime reads it, kept as f32 or rounded to fp16.
+cuda::HostMatrix host_matrix(const WeightMatrix& w, cuda::Precision p) {
+  const size_t bytes = p == cuda::Precision::F32 ? 4 : 2;
+  cuda::HostMatrix out(w.rows * w.cols * bytes);
+  std::vector<float> row(w.cols);
+  for (size_t r = 0; r < w.rows; ++r) {
+    dequantize_row(w, r, row.data());
+    uint8_t* dst = &out[r * w.cols * bytes];
+    if (p == cuda::Precision::F32) std::memcpy(dst, row.data(), w.cols * 4);
+    else simd::f32_to_f16(row.data(), reinterpret_cast<uint16_t*>(dst), w.cols);
+  }
+  return out;
+}
+
+class CudaForward final : public DeviceForward {
+ public:
+  CudaForward(const cuda::DecoderShape& shape, const cuda::DecoderWeights& weights,
+              std::vector<cuda::CacheConfig> caches, size_t max_step)
+      : decoder_(shape, weights, std::move(caches), max_step) {}
+  void step(const int32_t* tokens, size_t n, size_t first_logit, float* logits) override {
+    decoder_.step(tokens, n, first_logit, logits);
+  }
+  size_t key_bytes() const override { return decoder_.key_bytes(); }
+  size_t value_bytes() const override { return decoder_.value_bytes(); }
+  void reset() override { decoder_.reset(); }
+
+ private:
+  cuda::DeviceDecoder decoder_;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceForward> make_device_forward(const Model& model, const Spec& spec,
+                                                   size_t context, size_t max_step, GpuWeights weights) {
+  const cuda::Precision p = weights == GpuWeights::F32 ? cuda::Precision::F32 : cuda::Precision::F16;
+  const ModelConfig& c = model.config();
+  const Model::Impl& m = model.impl();
+  std::vector<cuda::CacheConfig> caches;
+  for (uint32_t l = 0; l < c.layers; ++l) {
+    LayerShape shape{c.kv_heads, c.head_dim, static_cast<int>(l), 0};
+    shape.layers = static_cast<int>(c.layers);
+    caches.push_back(cuda::device_cache_config(spec.to_string(), shape, 1, context));
+  }
+  cuda::DecoderShape shape;
+  shape.layers = c.layers, shape.embedding = c.embedding, shape.feed_forward = c.feed_forward;
+  shape.heads = c.heads, shape.kv_heads = c.kv_heads, shape.head_dim = c.head_dim;
+  shape.vocab = c.vocab, shape.rms_eps = c.rms_eps, shape.rope = c.rope, shape.precision = p;
+  cuda::DecoderWeights w;
+  w.token_embd = host_matrix(m.token_embd, p);
+  if (!c.tied_output) w.output = host_matrix(m.output, p);
+  w.output_norm = m.output_norm;
+  for (const LayerWeights& in : m.layers) {
+    cuda::DecoderLayerWeights& out = w.layers.emplace_back();
+    out.attn_norm = in.attn_norm, out.ffn_norm = in.ffn_norm;
+    out.wq = host_matrix(in.wq, p), out.wk = host_matrix(in.wk, p), out.wv = host_matrix(in.wv, p);
+    out.wo = host_matrix(in.wo, p), out.gate = host_matrix(in.gate, p), out.up = host_matrix(in.up, p);
+    out.down = host_matrix(in.down, p);
+    out.bq = in.bq, out.bk = in.bk, out.bv = in.bv;
+  }
+  return std::make_unique<CudaForward>(shape, w, std::move(caches), max_step);
+}
+
+#else
+
+std::unique_ptr<DeviceForward> make_device_forward(const Model&, const Spec&, size_t, size_t, GpuWeights) {
+  throw Error("device cuda: this build has no CUDA backend; configure with -DVELOXQUANT_CUDA=ON "
+              "(docs/cuda.md) on a machine with the CUDA toolkit");
+}
+
+#endif
+
+}  // namespace veloxquant::runtime

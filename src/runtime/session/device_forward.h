@@ -1,0 +1,31 @@
+// The forward pass on the GPU behind a Session whose options say Device::Cuda: the model's
+// weights and one compressed cache per layer in GPU memory (cuda::DeviceDecoder). Only builds
+// with the CUDA backend (-DVELOXQUANT_CUDA=ON) can create one.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "veloxquant/model.h"
+#include "veloxquant/spec.h"
+
+namespace veloxquant::runtime {
+
+class DeviceForward {
+ public:
+  virtual ~DeviceForward() = default;
+  // Session::Impl::step's contract: n tokens at the next positions, logits of rows
+  // [first_logit, n) into `logits`.
+  virtual void step(const int32_t* tokens, size_t n, size_t first_logit, float* logits) = 0;
+  virtual size_t key_bytes() const = 0;
+  virtual size_t value_bytes() const = 0;
+  virtual void reset() = 0;
+};
+
+// Throws Error when the build has no CUDA backend, and SpecError naming the methods that have
+// CUDA kernels when `spec` is not one of them.
+std::unique_ptr<DeviceForward> make_device_forward(const Model& model, const Spec& spec,
+                                                   size_t context, size_t max_step, GpuWeights weights);
+
+}  // namespace veloxquant::runtime
