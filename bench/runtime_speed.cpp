@@ -3,6 +3,7 @@
 // in the cache first (untimed), then either one batch of P tokens (ppP) or G single-token steps
 // (tgG). Prints one JSON object per test with every repetition and the median.
 //   veloxquant_bench_runtime -m MODEL [-p 512] [-n 128] [-d 0] [-t 1] [--kv fp16] [-r 5]
+//       [--device cpu|cuda] [--gpu-weights f16|f32]
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -32,7 +33,7 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model_path, kv = "fp16";
+  std::string model_path, kv = "fp16", device = "cpu", gpu_weights = "f16";
   size_t prompt = 512, gen = 128, depth = 0;
   int threads = 1, reps = 5;
   CLI::App app{"Runtime speed in the manner of llama-bench"};
@@ -43,13 +44,16 @@ int main(int argc, char** argv) {
   app.add_option("-t,--threads", threads, "threads")->capture_default_str()->check(CLI::Range(1, 1024));
   app.add_option("--kv", kv, "KV-cache method spec")->capture_default_str();
   app.add_option("-r,--reps", reps, "repetitions")->capture_default_str()->check(CLI::Range(1, 1000));
+  app.add_option("--device", device, "cpu or cuda")->capture_default_str();
+  app.add_option("--gpu-weights", gpu_weights, "with --device cuda: f16 or f32")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
     omp_set_num_threads(threads);
     const Model model = Model::load(model_path);
     const size_t vocab = model.config().vocab;
     std::mt19937_64 rng(1234);
-    Session session(model, SessionOptions{kv, depth + std::max(prompt, gen) + 1});
+    Session session(model, SessionOptions{kv, depth + std::max(prompt, gen) + 1, parse_device(device),
+                                          parse_gpu_weights(gpu_weights)});
     for (const auto& [name, n] : {std::pair{"pp", prompt}, std::pair{"tg", gen}}) {
       if (n == 0) continue;
       std::vector<double> rates;
@@ -70,6 +74,8 @@ int main(int argc, char** argv) {
       j["test"] = fmt::format("{}{}", name, n);
       j["depth"] = depth;
       j["threads"] = threads;
+      j["device"] = device;
+      if (device == "cuda") j["gpu_weights"] = gpu_weights;
       j["kv"] = kv;
       j["kv_bytes"] = session.kv_bytes();
       j["kv_fp16_bytes"] = session.kv_fp16_bytes();
