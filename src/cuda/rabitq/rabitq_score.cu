@@ -1,8 +1,8 @@
 // RaBitQ's estimator (src/codecs/rabitq/rabitq_key_codec.cpp), q . k_t = q . c_j + s_t <x_t, P q>
-// with x_t the token's signs / sqrt(dim): per block, its KV head's group of queries gets two
-// tables in shared memory, q . c_j for the nlist IVF centroids (in the CPU's order, so these are
-// its to the bit) and, for every byte position of the sign bits and each of the 256 values the
-// byte can hold, the +-1 sum of the 8 coordinates of P q it covers. A token's sign product is then
+// with x_t the token's signs / sqrt(dim): per block, its KV head's group of queries (staged in
+// shared memory with their rotations) gets two tables there, q . c_j for the nlist IVF centroids
+// (in the CPU's order, so these are its to the bit) and, for every byte position of the sign bits
+// and each of the 256 values the byte can hold, the +-1 sum of the 8 coordinates of P q it covers. A token's sign product is then
 // dim / 8 lookups, the same loop as VecInfer's ADC (the sign code is a product quantizer of 8-dim
 // sub-spaces whose 256 centroids are the sign patterns).
 #include "cuda/common/check.cuh"
@@ -23,25 +23,43 @@ struct RabitqParams {
 
 template <int G>
 __global__ void __launch_bounds__(kScoreThreads) rabitq_kernel(RabitqParams p) {
-  extern __shared__ float tables[];
+  constexpr int P = padded_group(G);
   const int bytes = p.dim / 8, stride = 4 + bytes + 1;
-  float* signs = tables;                      // [G][bytes][256]
-  float* centroid_dots = tables + G * bytes * 256;  // [G][nlist]
+  extern __shared__ float4 smem[];
+  float4* signs = smem;                                     // [bytes][256][P]
+  float4* centroid_dots = signs + bytes * 256 * P / 4;      // [nlist][P]
+  float* queries = reinterpret_cast<float*>(centroid_dots + p.nlist * P / 4);  // [G][dim]
+  float* rotated = queries + G * p.dim;                                          // [G][dim]
   const int h = blockIdx.y;
-  for (int i = threadIdx.x; i < G * bytes * 256; i += blockDim.x) {
-    const int g = i / (bytes * 256), b = i / 256 % bytes, e = i % 256;
-    const float* x = p.rotated_q + (size_t(h) * G + g) * p.dim + 8 * b;
-    float d = 0;
-    for (int k = 0; k < 8; ++k) d = __fadd_rn(d, (e >> k & 1) ? __ldg(x + k) : -__ldg(x + k));
-    signs[i] = d;
+  stage(queries, p.q + size_t(h) * G * p.dim, G * p.dim);
+  stage(rotated, p.rotated_q + size_t(h) * G * p.dim, G * p.dim);
+  __syncthreads();
+  // One thread per (byte position, byte value) forms the +-1 sums of every query of the group.
+  for (int i = threadIdx.x; i < bytes * 256; i += blockDim.x) {
+    const int b = i / 256, e = i % 256;
+    float d[P] = {};
+    for (int k = 0; k < 8; ++k) {
+      const bool set = e >> k & 1;
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const float x = rotated[g * p.dim + 8 * b + k];
+        d[g] = __fadd_rn(d[g], set ? x : -x);
+      }
+    }
+#pragma unroll
+    for (int v = 0; v < P / 4; ++v) signs[i * (P / 4) + v] = make_float4(d[4 * v], d[4 * v + 1], d[4 * v + 2], d[4 * v + 3]);
   }
-  for (int i = threadIdx.x; i < G * p.nlist; i += blockDim.x) {
-    const int g = i / p.nlist, j = i % p.nlist;
-    const float* q = p.q + (size_t(h) * G + g) * p.dim;
+  // One thread per centroid, after the sign tables' threads: q . c_j in the CPU's order.
+  for (int j = blockDim.x - 1 - threadIdx.x; j < p.nlist; j += blockDim.x) {
     const float* c = p.centroids + (size_t(h) * p.nlist + j) * p.dim;
-    float d = 0;
-    for (int k = 0; k < p.dim; ++k) d = __fadd_rn(d, __fmul_rn(__ldg(q + k), __ldg(c + k)));
-    centroid_dots[i] = d;
+    float d[P] = {};
+    for (int k = 0; k < p.dim; ++k) {
+      const float ck = __ldg(c + k);
+#pragma unroll
+      for (int g = 0; g < G; ++g) d[g] = __fadd_rn(d[g], __fmul_rn(queries[g * p.dim + k], ck));
+    }
+#pragma unroll
+    for (int v = 0; v < P / 4; ++v) centroid_dots[j * (P / 4) + v] = make_float4(d[4 * v], d[4 * v + 1], d[4 * v + 2], d[4 * v + 3]);
   }
   __syncthreads();
   const float unit = __fdiv_rn(1.0f, __fsqrt_rn(static_cast<float>(p.dim)));  // the CPU's factor
@@ -53,15 +71,14 @@ __global__ void __launch_bounds__(kScoreThreads) rabitq_kernel(RabitqParams p) {
     const uint32_t s_bits = uint32_t(__ldg(rec)) | uint32_t(__ldg(rec + 1)) << 8 |
                             uint32_t(__ldg(rec + 2)) << 16 | uint32_t(__ldg(rec + 3)) << 24;
     const float scale = __fmul_rn(unit, __uint_as_float(s_bits));
-    const int cluster = __ldg(rec + 4 + bytes);
     float sums[G];
 #pragma unroll
     for (int g = 0; g < G; ++g) sums[g] = 0;
     add_lookups<G>(signs, bytes, 256, rec + 4, sums);
+    const float* dots = reinterpret_cast<const float*>(centroid_dots + __ldg(rec + 4 + bytes) * (P / 4));
 #pragma unroll
     for (int g = 0; g < G; ++g)
-      p.scores[(size_t(h) * G + g) * p.tokens + t] =
-          __fadd_rn(__fmul_rn(scale, sums[g]), centroid_dots[g * p.nlist + cluster]);
+      p.scores[(size_t(h) * G + g) * p.tokens + t] = __fadd_rn(__fmul_rn(scale, sums[g]), dots[g]);
   }
 }
 
@@ -80,7 +97,8 @@ void rabitq_scores(const float* q, const float* rotated_q, const float* centroid
   if (nlist < 1 || nlist > 256) {
     throw Error("rabitq_scores: " + std::to_string(nlist) + " IVF clusters; expected 1 to 256 (u8 cluster index)");
   }
-  const size_t smem = shape.group * (shape.dim / 8 * 256 + nlist) * sizeof(float);
+  const size_t smem = ((shape.dim / 8 * 256 + nlist) * padded_group(static_cast<int>(shape.group)) +
+                       2 * shape.group * shape.dim) * sizeof(float);
   check_score_shape(shape, smem, "rabitq_scores");
   const auto kernel = kRabitqKernels[shape.group - 1];
   const int splits = score_splits(reinterpret_cast<const void*>(kernel), smem, shape);

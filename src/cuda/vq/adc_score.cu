@@ -1,6 +1,7 @@
 // VecInfer's asymmetric distance computation (src/codecs/vecinfer/vecinfer_key_codec.cpp): per
-// block, the tables q'_s . c_sj of its KV head's group of folded queries (group x sub-spaces x
-// centroids floats in shared memory), then one thread per token sums one lookup per code byte.
+// block, the tables q'_s . c_sj of its KV head's group of folded queries (sub-spaces x centroids
+// x group floats in shared memory; one thread per centroid loads it once and forms its products
+// with every query of the group), then one thread per token sums one lookup per code byte.
 // Tables and sums are formed in the CPU codec's order without contraction, so the scores are its
 // to the bit.
 #include "cuda/common/check.cuh"
@@ -20,16 +21,24 @@ struct AdcParams {
 
 template <int G>
 __global__ void __launch_bounds__(kScoreThreads) adc_kernel(AdcParams p) {
-  extern __shared__ float table[];  // [G][subspaces][centroids]
+  constexpr int P = padded_group(G);
+  extern __shared__ float4 smem[];
+  float4* table = smem;                                                    // [subspaces][centroids][P]
+  float* queries = reinterpret_cast<float*>(smem + p.subspaces * p.centroids * P / 4);  // [G][dim]
   const int h = blockIdx.y;
-  const int per_query = p.subspaces * p.centroids;
-  for (int i = threadIdx.x; i < G * per_query; i += blockDim.x) {
-    const int g = i / per_query, s = i % per_query / p.centroids, j = i % p.centroids;
-    const float* qs = p.q + (size_t(h) * G + g) * p.dim + s * p.dims;
-    const float* c = p.codebooks + ((size_t(h) * p.subspaces + s) * p.centroids + j) * p.dims;
-    float d = 0;
-    for (int k = 0; k < p.dims; ++k) d = __fadd_rn(d, __fmul_rn(__ldg(qs + k), __ldg(c + k)));
-    table[i] = d;
+  stage(queries, p.q + size_t(h) * G * p.dim, G * p.dim);
+  __syncthreads();
+  for (int i = threadIdx.x; i < p.subspaces * p.centroids; i += blockDim.x) {
+    const int s = i / p.centroids;
+    const float* c = p.codebooks + (size_t(h) * p.subspaces * p.centroids + i) * p.dims;
+    float d[P] = {};
+    for (int k = 0; k < p.dims; ++k) {
+      const float ck = __ldg(c + k);
+#pragma unroll
+      for (int g = 0; g < G; ++g) d[g] = __fadd_rn(d[g], __fmul_rn(queries[g * p.dim + s * p.dims + k], ck));
+    }
+#pragma unroll
+    for (int v = 0; v < P / 4; ++v) table[i * (P / 4) + v] = make_float4(d[4 * v], d[4 * v + 1], d[4 * v + 2], d[4 * v + 3]);
   }
   __syncthreads();
   size_t first, last;
@@ -60,7 +69,7 @@ void vq_adc_scores(const float* q, const float* codebooks, const uint8_t* codes,
     throw Error("vq_adc_scores: " + std::to_string(centroids) + " centroids; expected 1 to 256 (u8 codes)");
   }
   const size_t subspaces = shape.dim / dims;
-  const size_t smem = shape.group * subspaces * centroids * sizeof(float);
+  const size_t smem = (subspaces * centroids * padded_group(static_cast<int>(shape.group)) + shape.group * shape.dim) * sizeof(float);
   check_score_shape(shape, smem, "vq_adc_scores");
   const auto kernel = kAdcKernels[shape.group - 1];
   const int splits = score_splits(reinterpret_cast<const void*>(kernel), smem, shape);

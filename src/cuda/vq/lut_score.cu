@@ -1,5 +1,6 @@
 #include "cuda/vq/lut_score.cuh"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <string>
@@ -44,7 +45,7 @@ int score_splits(const void* kernel, size_t smem, const ScoreShape& shape) {
       limit = smem;
     }
   }
-  const size_t cover = (static_cast<size_t>(sms) + shape.kv_heads - 1) / shape.kv_heads;
+  const size_t cover = std::max<size_t>(1, static_cast<size_t>(sms) / shape.kv_heads);
   const size_t most = (shape.tokens + kScoreThreads - 1) / kScoreThreads;
   return static_cast<int>(cover < most ? cover : most);
 }
