@@ -313,12 +313,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "veloxquant_cuda_vq_bench: cannot write %s and %s\n", json_path.c_str(), md_path.c_str());
     return 2;
   }
-  std::fprintf(json, "{\n  \"command\": \"bench/cuda/run_h200.sh OUT_DIR\",\n  \"gpu\": \"%s\",\n  \"date\": \"%s\",\n"
+  std::fprintf(json, "{\n  \"command\": \"veloxquant_cuda_vq_bench --out OUT_DIR (a step of bench/cuda/run_h200.sh)\",\n  \"gpu\": \"%s\",\n  \"date\": \"%s\",\n"
                "  \"iters\": %d,\n  \"shape\": {\"head_dim\": %zu, \"kv_heads\": %zu, \"group\": %zu, \"dims\": %zu, "
                "\"centroids\": %zu, \"nlist\": %zu},\n  \"rows\": [\n", prop.name, date, iters, kDim, kKvHeads, kGroup,
                kDims, kCentroids, kNlist);
   std::fprintf(md, "# CUDA vector-quantization kernels against plain implementations\n\n"
-               "`bench/cuda/run_h200.sh OUT_DIR` (`veloxquant_cuda_vq_bench`), %s, %s. head_dim %zu; assignment: N rows, "
+               "`veloxquant_cuda_vq_bench --out OUT_DIR` (a step of `bench/cuda/run_h200.sh`), %s, %s. head_dim %zu; assignment: N rows, "
                "%zu-dim sub-vectors, %zu centroids; scores: %zu KV heads x %zu query heads, N tokens (VecInfer %zu-dim "
                "sub-vectors, %zu centroids; RaBitQ nlist %zu). Median of %d calls (CUDA events, after warm-up), "
                "inputs from HBM. GB/s on the bytes each path reads (the plain paths' intermediate included).\n\n"
