@@ -25,15 +25,18 @@
 #include "core/lloyd_max.h"
 #include "core/rng.h"
 #include "cuda/common/check.cuh"
+#include "cuda_bench_util.cuh"
 #include "veloxquant/cuda.h"
 
 namespace vq = veloxquant;
 namespace vc = veloxquant::cuda;
+using vc::bench::DeviceBuffer;
+using vc::bench::kL2Bytes;
+using vc::bench::median_us;
 
 namespace {
 
 constexpr size_t kQHeads = 32, kKvHeads = 8, kDim = 128, kChunk = 8192;
-constexpr size_t kL2Bytes = size_t{60} << 20;
 
 struct Method {
   const char* name;
@@ -59,13 +62,6 @@ __global__ void fill_positions(int64_t* p, size_t batch, size_t n, size_t first)
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < batch * n; i += size_t(gridDim.x) * blockDim.x)
     p[i] = static_cast<int64_t>(first + i % n);
 }
-
-template <class T>
-struct DeviceBuffer {
-  T* ptr = nullptr;
-  explicit DeviceBuffer(size_t n) { VQ_CUDA_CHECK(cudaMalloc(&ptr, n * sizeof(T))); }
-  ~DeviceBuffer() { cudaFree(ptr); }
-};
 
 vc::CacheConfig config_for(const Method& m, size_t batch, size_t capacity) {
   vc::CacheConfig c;
@@ -107,27 +103,6 @@ void fill(vc::DeviceCache& cache, size_t batch, size_t tokens, uint64_t seed) {
     cache.append(reinterpret_cast<uint16_t*>(k.ptr), reinterpret_cast<uint16_t*>(v.ptr), pos.ptr, n);
   }
   VQ_CUDA_CHECK(cudaDeviceSynchronize());
-}
-
-// Median of `iters` timed calls of f(i) after `warmup` untimed ones.
-template <class F>
-double median_us(int warmup, int iters, F&& f) {
-  cudaEvent_t a, b;
-  VQ_CUDA_CHECK(cudaEventCreate(&a));
-  VQ_CUDA_CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < warmup; ++i) f(i);
-  std::vector<float> ms(iters);
-  for (int i = 0; i < iters; ++i) {
-    VQ_CUDA_CHECK(cudaEventRecord(a));
-    f(warmup + i);
-    VQ_CUDA_CHECK(cudaEventRecord(b));
-    VQ_CUDA_CHECK(cudaEventSynchronize(b));
-    VQ_CUDA_CHECK(cudaEventElapsedTime(&ms[i], a, b));
-  }
-  VQ_CUDA_CHECK(cudaEventDestroy(a));
-  VQ_CUDA_CHECK(cudaEventDestroy(b));
-  std::nth_element(ms.begin(), ms.begin() + iters / 2, ms.end());
-  return ms[iters / 2] * 1000.0;
 }
 
 }  // namespace

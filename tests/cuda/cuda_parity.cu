@@ -7,7 +7,9 @@
 //    apart and may differ in at most 1 of 10^4;
 //  - decode attention: the GPU output against KVCache::attend(AttendPath::Reference) of the CPU
 //    cache, and of a CPU cache restored from the GPU's own streams (GPU codes decoded by the CPU
-//    codecs), as ||out - ref|| / ||ref||, under a bound per method.
+//    codecs), as ||out - ref|| / ||ref||, under a bound per method;
+//  - the vector-quantization kernels (vq_parity.cu: VecInfer's assignment and ADC scores,
+//    RaBitQ's scores) against the CPU codecs, in a second table.
 // Outputs are poisoned (NaN) before each run and every element must be written. Exits 1 on any
 // failure, after printing the table.
 #include <cuda_runtime.h>
@@ -20,12 +22,16 @@
 #include <vector>
 
 #include "cuda/common/check.cuh"
+#include "parity_util.h"
+#include "vq_parity.h"
 #include "veloxquant/cache.h"
 #include "veloxquant/cuda.h"
 #include "veloxquant/tensor.h"
 
 namespace vq = veloxquant;
 namespace vc = veloxquant::cuda;
+using vc::parity::DeviceBuffer;
+using vc::parity::normalized_error;
 
 namespace {
 
@@ -38,14 +44,6 @@ struct Case {
 constexpr size_t kBatch = 2, kKvHeads = 2, kPrefill = 300, kSteps = 41;
 constexpr int kLayer = 3;
 constexpr uint64_t kSeed = 42;
-
-template <class T>
-struct DeviceBuffer {
-  T* ptr = nullptr;
-  explicit DeviceBuffer(size_t n) { VQ_CUDA_CHECK(cudaMalloc(&ptr, n * sizeof(T))); }
-  ~DeviceBuffer() { cudaFree(ptr); }
-  void upload(const std::vector<T>& h) { VQ_CUDA_CHECK(cudaMemcpy(ptr, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice)); }
-};
 
 vq::RopeParams llama_rope(size_t dim) {
   vq::RopeParams r;
@@ -121,12 +119,6 @@ std::vector<uint16_t> cpu_rows(const std::vector<uint16_t>& x, size_t b, size_t 
     for (size_t t = 0; t < n; ++t)
       for (size_t c = 0; c < dim; ++c) out[(t * kKvHeads + h) * dim + c] = x[((b * kKvHeads + h) * n + t) * dim + c];
   return out;
-}
-
-double normalized_error(const std::vector<float>& out, const std::vector<float>& ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < out.size(); ++i) num += std::pow(double(out[i]) - ref[i], 2), den += double(ref[i]) * ref[i];
-  return std::sqrt(num / den);
 }
 
 // Attends on the GPU (poisoned output) and on the CPU caches; accumulates the errors into r.
@@ -272,5 +264,7 @@ int main() {
     }
     std::fflush(stdout);
   }
+  std::printf("\n");
+  ok = run_vq_parity(gen) && ok;
   return ok ? 0 : 1;
 }
