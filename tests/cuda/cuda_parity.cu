@@ -4,7 +4,7 @@
 //    bytes that differ are counted (expected 0; the arithmetic is the CPU codecs', see docs/cuda.md),
 //    except turboquant_prod's key sign bits, sign(S r), which the GPU sums in another order than
 //    the CPU's SIMD dot: a sign may flip where S r is within rounding of 0, so they are counted
-//    apart and may differ in at most 1 of 10^4;
+//    apart and may differ in at most 1 of 10^4; qjl's key sign bits likewise;
 //  - decode attention: the GPU output against KVCache::attend(AttendPath::Reference) of the CPU
 //    cache, and of a CPU cache restored from the GPU's own streams (GPU codes decoded by the CPU
 //    codecs), as ||out - ref|| / ||ref||, under a bound per method.
@@ -92,6 +92,28 @@ void compare_prod_keys(const std::vector<uint8_t>& gpu, const std::vector<uint8_
     for (size_t i = record - signs; i < record; ++i)
       sign_diff += static_cast<size_t>(__builtin_popcount(gpu[at + i] ^ cpu[at + i]));
     sign_bits += dim;
+  }
+}
+
+// qjl's key blocks [outlier channels][per token: inlier signs, outlier signs, 2 fp16 RMS]: sign
+// bits are counted apart like turboquant_prod's (the sketch sums run in the CPU's order, but the
+// CPU's SIMD build may fuse its multiply-adds where the GPU's do not); headers and norms go to
+// code_diff.
+void compare_qjl_keys(const std::vector<uint8_t>& gpu, const std::vector<uint8_t>& cpu, const vc::CacheConfig& c,
+                      size_t& code_diff, size_t& sign_diff, size_t& sign_bits) {
+  const size_t signs = (c.qjl.proj + c.qjl.outlier_proj) / 8, record = signs + 4;
+  const size_t block = c.qjl.outliers + c.group * record;
+  if (gpu.size() != cpu.size() || cpu.size() % block != 0) {
+    code_diff += std::max(gpu.size(), cpu.size());
+    return;
+  }
+  for (size_t at = 0; at < cpu.size(); at += block) {
+    for (size_t i = 0; i < c.qjl.outliers; ++i) code_diff += gpu[at + i] != cpu[at + i];
+    for (size_t r = at + c.qjl.outliers; r < at + block; r += record) {
+      for (size_t i = 0; i < signs; ++i) sign_diff += static_cast<size_t>(__builtin_popcount(gpu[r + i] ^ cpu[r + i]));
+      for (size_t i = signs; i < record; ++i) code_diff += gpu[r + i] != cpu[r + i];
+      sign_bits += 8 * signs;
+    }
   }
 }
 
@@ -206,6 +228,8 @@ Result run_case(const Case& k, std::mt19937& gen) {
       r.code_bytes += ck.codes.size() + cv.codes.size();
       if (config.format == vc::CacheFormat::TurboQuantProd) {
         compare_prod_keys(gk.codes, ck.codes, d, config.bits, r.code_diff, r.sign_diff, r.sign_bits);
+      } else if (config.format == vc::CacheFormat::Qjl) {
+        compare_qjl_keys(gk.codes, ck.codes, config, r.code_diff, r.sign_diff, r.sign_bits);
       } else {
         r.code_diff += differing(gk.codes, ck.codes);
       }
@@ -230,7 +254,9 @@ int main() {
   // KIVI the query times each channel's scale and the probabilities times each token's scale, for
   // TurboQuant the rotated query and the codebook levels, are rounded to fp16's 11 significant
   // bits (about 2.4e-4 relative on average), and turboquant_prod's sketched query likewise, hence
-  // 1e-3 (a 2-bit cache's own error is about 0.3).
+  // 1e-3 (a 2-bit cache's own error is about 0.3). qjl rounds three score operands to fp16 (the
+  // sketched query, the block's outlier columns of S and each token's outlier terms E) on top of
+  // KIVI's value path, which alone reaches 6e-4 to 9e-4 here: 2e-3.
   const std::vector<Case> cases = {
       {"fp16 d128", "fp16", 128, 4, 1e-3},
       {"fp16 d64 g8", "fp16", 64, 8, 1e-3},
@@ -251,6 +277,11 @@ int main() {
       {"tq_prod4 d128 g8", "turboquant_prod:bits=4,vbits=4", 128, 8, 1e-3},
       {"tq_prod3 d64 g2", "turboquant_prod:bits=3,vbits=3", 64, 2, 1e-3},
       {"tq_prod4 d64", "turboquant_prod:bits=4,vbits=4", 64, 4, 1e-3},
+      {"qjl v2 d128", "qjl:vbits=2", 128, 4, 2e-3},
+      {"qjl v4 d128 R64 g8", "qjl:vbits=4,residual=64", 128, 8, 2e-3},
+      {"qjl v2 d128 G64 V64 R32", "qjl:vbits=2,group=64,vgroup=64,residual=32", 128, 4, 2e-3},
+      {"qjl v2 d64 g2", "qjl:vbits=2,residual=64", 64, 2, 2e-3},
+      {"qjl v4 d64 V64 g8", "qjl:vbits=4,vgroup=64", 64, 8, 2e-3},
   };
   std::mt19937 gen(20261130);
   bool ok = true;
