@@ -1,5 +1,5 @@
 // CUDA decode benchmark: fused decode attention over compressed caches (KIVI 2/4-bit,
-// TurboQuant-MSE and TurboQuant-prod 2/3/4-bit) and over our fp16 cache, plus quantize-on-append against a plain fp16
+// TurboQuant-MSE and TurboQuant-prod 2/3/4-bit, QJL keys with 2/4-bit values) and over our fp16 cache, plus quantize-on-append against a plain fp16
 // store of the same token. Writes JSON lines (one record per measurement) to --out; the driver
 // bench/cuda/run_h200.sh adds PyTorch SDPA on the same shapes and writes the report.
 //
@@ -68,7 +68,8 @@ vc::CacheConfig config_for(const Method& m, size_t batch, size_t capacity) {
   c.format = m.format;
   c.batch = batch, c.kv_heads = kKvHeads, c.head_dim = kDim, c.capacity = capacity;
   c.bits = m.bits, c.group = 32;
-  c.residual = m.format == vc::CacheFormat::Kivi ? 128 : 0;
+  const bool windowed = m.format == vc::CacheFormat::Kivi || m.format == vc::CacheFormat::Qjl;
+  c.residual = windowed ? 128 : 0;
   c.rope.dims = kDim;
   const bool prod = m.format == vc::CacheFormat::TurboQuantProd;
   if (m.format == vc::CacheFormat::TurboQuantMse || prod) {
@@ -85,6 +86,11 @@ vc::CacheConfig config_for(const Method& m, size_t batch, size_t capacity) {
       vq::Rng rng(vq::derive_seed(0, {0, 3}));
       for (size_t i = 0; i < kDim * kDim; ++i) c.turboquant.key_sketch.push_back(static_cast<float>(rng.normal()));
     }
+  }
+  if (m.format == vc::CacheFormat::Qjl) {  // qjl's defaults at head_dim 128
+    vq::Rng rng(vq::derive_seed(0, {0, 4}));
+    c.qjl.sketch.resize(c.qjl.proj * kDim);
+    for (float& x : c.qjl.sketch) x = static_cast<float>(rng.normal());
   }
   return c;
 }
@@ -140,7 +146,8 @@ int main(int argc, char** argv) {
       {"kivi4", vc::CacheFormat::Kivi, 4},         {"tq_mse2", vc::CacheFormat::TurboQuantMse, 2},
       {"tq_mse3", vc::CacheFormat::TurboQuantMse, 3}, {"tq_mse4", vc::CacheFormat::TurboQuantMse, 4},
       {"tq_prod2", vc::CacheFormat::TurboQuantProd, 2}, {"tq_prod3", vc::CacheFormat::TurboQuantProd, 3},
-      {"tq_prod4", vc::CacheFormat::TurboQuantProd, 4}};
+      {"tq_prod4", vc::CacheFormat::TurboQuantProd, 4}, {"qjl2", vc::CacheFormat::Qjl, 2},
+      {"qjl4", vc::CacheFormat::Qjl, 4}};
   const std::vector<size_t> batches = {1, 8};
   const std::vector<size_t> lengths = quick ? std::vector<size_t>{4096, 131072} : std::vector<size_t>{4096, 32768, 131072};
   try {

@@ -1,8 +1,8 @@
 // The CUDA backend (built with -DVELOXQUANT_CUDA=ON, sm_90): a compressed KV cache for one
 // attention layer that lives in GPU memory, for a batch of sequences of equal length.
 //  - append(): quantize-on-append, one launch per layer step. Keys get RoPE first; the codes are
-//    byte for byte the CPU codecs' (KIVI, TurboQuant-MSE; TurboQuant-prod but for the rare sign
-//    of a sketch product within rounding of zero), so caches move between backends.
+//    byte for byte the CPU codecs' (KIVI, TurboQuant-MSE; TurboQuant-prod and QJL but for the
+//    rare sign of a sketch product within rounding of zero), so caches move between backends.
 //  - attend(): fused decode attention straight from the codes, split along the sequence
 //    (flash-decoding), then one reduction launch.
 // Layout, kernels and parity bounds: docs/cuda.md. This header needs no CUDA headers: device
@@ -29,6 +29,8 @@ enum class CacheFormat : uint8_t {
   TurboQuantMse,  // `turboquant_mse` with bits == vbits in {2, 3, 4}
   TurboQuantProd, // `turboquant_prod` with bits == vbits in {2, 3, 4}: keys (bits-1)-bit MSE
                   // codes plus the signs of the residual's Gaussian sketch, values MSE codes
+  Qjl,            // `qjl`: keys the signs of a Gaussian sketch (outlier channels of each token
+                  // group sketched apart) plus norms, values KIVI's per-token codes (vbits 2, 4)
 };
 
 // What TurboQuant's codecs derive from the layer's seed on the CPU (core/rotation.h,
@@ -42,17 +44,30 @@ struct TurboQuantTables {
   std::vector<float> key_sketch;  // prod: S, head_dim x head_dim row-major; empty for MSE
 };
 
+// What `qjl` derives from the layer's seed (codecs/qjl/qjl_key_codec.h), and the sizes its make()
+// settles on for the head_dim. The GPU runs proj 256, outlier_proj 128 and 4 or 8 outlier channels
+// (the defaults at head_dim 64 and 128).
+struct QjlTables {
+  std::vector<float> sketch;  // S: proj x head_dim, row-major, i.i.d. N(0, 1)
+  size_t proj = 256;          // sign bits of a key's inlier part
+  size_t outliers = 8;        // outlier channels per key group of CacheConfig::group tokens
+  size_t outlier_proj = 128;  // sign bits of the outlier part (sketched by the first rows of S)
+  size_t value_group = 32;    // value channels per min/max grid: 32, 64 or 128, dividing head_dim
+};
+
 struct CacheConfig {
   CacheFormat format = CacheFormat::Fp16;
   size_t batch = 1;
   size_t kv_heads = 1;
   size_t head_dim = 128;   // 64 or 128
   size_t capacity = 0;     // most tokens one sequence may hold
-  unsigned bits = 2;       // key and value bits (KIVI, TurboQuant; prod keys: one is the sign)
-  size_t group = 32;       // KIVI: tokens per key group (multiple of 32); channels per value group
-  size_t residual = 0;     // KIVI: newest tokens kept in fp16
+  unsigned bits = 2;       // key and value bits (KIVI, TurboQuant; prod keys: one is the sign); QJL: value bits
+  size_t group = 32;       // KIVI: tokens per key group (multiple of 32); channels per value group.
+                           // QJL: tokens sharing one choice of outlier channels (multiple of 32)
+  size_t residual = 0;     // KIVI, QJL: newest tokens kept in fp16
   RopeParams rope;         // applied to keys on append; dims 0: none. Interleaved layout only.
   TurboQuantTables turboquant;
+  QjlTables qjl;
 };
 
 // One (sequence, KV head) stream laid out exactly as the CPU cache's CacheStream: encoded codes,
@@ -65,9 +80,9 @@ struct HostStream {
 };
 
 // The configuration under which a DeviceCache stores what KVCache(spec, shape) stores, byte for
-// byte: fp16, kivi (kbits == vbits), turboquant_mse and turboquant_prod (bits == vbits),
-// TurboQuant's rotation signs, codebooks and sketch derived from shape.layer and shape.seed as
-// the CPU codecs derive them. Keys are taken as given (rope.dims 0), like KVCache::append(k, v).
+// byte: fp16, kivi (kbits == vbits), turboquant_mse and turboquant_prod (bits == vbits), qjl,
+// TurboQuant's rotation signs, codebooks and sketch and QJL's sketch derived from shape.layer and
+// shape.seed as the CPU codecs derive them. Keys are taken as given (rope.dims 0), like KVCache::append(k, v).
 // Defined in the CPU library, so it is there without the CUDA backend. Throws SpecError naming what the backend cannot run
 // (another method, unequal bit widths, an eviction policy).
 CacheConfig device_cache_config(std::string_view spec, const LayerShape& shape, size_t batch,

@@ -44,7 +44,7 @@ ATTENTION = "veloxquant"
 # to the attention function; the layer is taken back (and cleared) there.
 _pending = threading.local()
 
-_CUDA_METHODS = ("fp16", "kivi", "turboquant_mse", "turboquant_prod")
+_CUDA_METHODS = ("fp16", "kivi", "turboquant_mse", "turboquant_prod", "qjl")
 
 
 def _spec_runs_on_cuda(spec: str) -> bool:
@@ -53,6 +53,9 @@ def _spec_runs_on_cuda(spec: str) -> bool:
     if "+" in canonical or method not in _CUDA_METHODS:
         return False
     params = dict(p.split("=", 1) for p in canonical.split(":", 1)[1].split(",")) if ":" in canonical else {}
+    if method == "qjl":  # the kernels' sizes: the default sketches, 2- or 4-bit values
+        return (params["vbits"] in ("2", "4") and params["proj"] == "256" and params["outlier_proj"] == "128"
+                and params["outliers"] in ("4", "8") and int(params["group"]) in (32, 64, 96, 128))
     bits = ("kbits", "vbits") if method == "kivi" else ("bits", "vbits")
     return method == "fp16" or params[bits[0]] == params[bits[1]]
 
@@ -124,7 +127,8 @@ class Cache(TransformersCache):
                             "(build it with VELOXQUANT_CUDA=ON pip install .)")
         if backend == "cuda" and not _spec_runs_on_cuda(self.spec):
             raise _vq.SpecError(f"backend='cuda' runs fp16, kivi, turboquant_mse and turboquant_prod with "
-                                f"equal key and value bits; got {self.spec}")
+                                f"equal key and value bits, and qjl with its default sketches and 2- or 4-bit "
+                                f"values; got {self.spec}")
         if max_tokens < 1:
             raise ValueError(f"max_tokens={max_tokens}; expected at least 1")
         config = config.get_text_config() if hasattr(config, "get_text_config") else config

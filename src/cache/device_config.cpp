@@ -1,11 +1,13 @@
 // device_cache_config(): the CUDA backend's configuration for a spec and a layer, with what the
-// CPU codecs derive from the layer's seed (TurboQuant's rotation signs and codebooks), so that a
-// DeviceCache stores byte for byte what KVCache(spec, shape) stores. It lives in the CPU library,
-// which owns those derivations, and needs no CUDA toolkit.
+// CPU codecs derive from the layer's seed (TurboQuant's rotation signs and codebooks, QJL's
+// sketch), so that a DeviceCache stores byte for byte what KVCache(spec, shape) stores. It lives
+// in the CPU library, which owns those derivations, and needs no CUDA toolkit.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <string>
 
+#include "codecs/qjl/qjl_key_codec.h"
 #include "core/lloyd_max.h"
 #include "codecs/turboquant/method.h"
 #include "codecs/turboquant/turboquant_prod_codec.h"
@@ -75,9 +77,21 @@ CacheConfig device_cache_config(std::string_view spec_text, const LayerShape& sh
       t.key_sketch = turboquant::TurboQuantProdCodec::sketch_matrix(
           shape.head_dim, turboquant_stream_seed(shape, TurboQuantStream::KeySketch));
     }
+  } else if (method == "qjl") {
+    // The codecs make() builds settle the sizes (it caps them by head_dim); the key codec draws
+    // its sketch from the layer's seed.
+    c.format = CacheFormat::Qjl;
+    const LayerCodecs codecs = spec.method->make(spec.params, shape);
+    const QjlKeyConfig& k = dynamic_cast<const QjlKeyCodec&>(*codecs.key).config();
+    c.bits = static_cast<unsigned>(std::stoul(spec.params.get_choice("vbits")));
+    c.group = k.group;
+    c.residual = codecs.residual;
+    c.qjl.sketch = QjlKeyCodec::sketch_matrix(k.dim, k.proj, k.seed);
+    c.qjl.proj = k.proj, c.qjl.outliers = k.outliers, c.qjl.outlier_proj = k.outlier_proj;
+    c.qjl.value_group = std::min(static_cast<size_t>(spec.params.get_int("vgroup")), shape.head_dim);
   } else {
-    throw SpecError(fmt::format("'{}': the CUDA backend runs fp16, kivi, turboquant_mse and "
-                                "turboquant_prod; {} runs on the CPU cache",
+    throw SpecError(fmt::format("'{}': the CUDA backend runs fp16, kivi, turboquant_mse, "
+                                "turboquant_prod and qjl; {} runs on the CPU cache",
                                 spec_text, method));
   }
   return c;

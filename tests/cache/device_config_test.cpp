@@ -1,6 +1,7 @@
-// device_cache_config(): the CUDA backend's settings for a spec. The TurboQuant tables are checked
-// against the CPU cache itself: decoding keys with the configured signs and codebook must give
-// what KVCache decodes, so a DeviceCache built from them stores the CPU codec's codes.
+// device_cache_config(): the CUDA backend's settings for a spec. The TurboQuant tables and QJL's
+// sketch are checked against the CPU cache itself: decoding keys with the configured signs and
+// codebook must give what KVCache decodes, and the configured sketch the stored sign bits, so a
+// DeviceCache built from them stores the CPU codec's codes.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -117,6 +118,56 @@ TEST(DeviceCacheConfig, TurboQuantTablesReproduceTheCpuCodec) {
             << spec << " value row " << row;
       }
     }
+  }
+}
+
+// qjl: the sizes make() settles on for the head_dim, and a sketch that reproduces the CPU codec's
+// sign bits: for each stored token, sign(S k_I) with the configured S and the block's inlier
+// channels must be the stored inlier bits (products near 0 aside, where the order of the sum may
+// decide the sign).
+TEST(DeviceCacheConfig, QjlSketchReproducesTheCpuCodec) {
+  for (const size_t dim : {size_t{64}, size_t{128}}) {
+    const LayerShape shape{2, dim, 3, 11, 6};
+    const std::string spec = "qjl:vbits=4,vgroup=64,residual=0";
+    const cuda::CacheConfig c = device_cache_config(spec, shape, 2, 100);
+    ASSERT_EQ(c.format, CacheFormat::Qjl);
+    EXPECT_EQ(c.bits, 4u);
+    EXPECT_EQ(c.group, 32u);
+    EXPECT_EQ(c.residual, 0u);
+    EXPECT_EQ(c.qjl.proj, 256u);
+    EXPECT_EQ(c.qjl.outlier_proj, 128u);
+    EXPECT_EQ(c.qjl.outliers, dim / 16);  // 8 at head_dim 128, capped to 4 at 64
+    EXPECT_EQ(c.qjl.value_group, 64u);
+    ASSERT_EQ(c.qjl.sketch.size(), 256 * dim);
+    KVCache cache(spec, shape);
+    const size_t tokens = 32, n = tokens * shape.kv_heads * dim;
+    const std::vector<float> k = test::gaussian(n, 300 + dim), v = test::gaussian(n, 400 + dim);
+    cache.append(TensorView::f32(k.data(), {tokens, shape.kv_heads, dim}),
+                 TensorView::f32(v.data(), {tokens, shape.kv_heads, dim}));
+    const size_t record = (c.qjl.proj + c.qjl.outlier_proj) / 8 + 4;
+    size_t checked = 0, differing = 0;
+    for (size_t h = 0; h < shape.kv_heads; ++h) {
+      const std::vector<uint8_t>& codes = cache.key_streams()[h].codes;
+      ASSERT_EQ(codes.size(), c.qjl.outliers + tokens * record);
+      std::vector<bool> outlier(dim, false);
+      for (size_t j = 0; j < c.qjl.outliers; ++j) outlier[codes[j]] = true;
+      for (size_t t = 0; t < tokens; ++t) {
+        const uint8_t* bits = codes.data() + c.qjl.outliers + t * record;
+        for (size_t i = 0; i < c.qjl.proj; ++i) {
+          double sk = 0, size = 0;
+          for (size_t ch = 0; ch < dim; ++ch) {
+            if (outlier[ch]) continue;
+            const double term = double{c.qjl.sketch[i * dim + ch]} * f16_to_f32(f32_to_f16(k[(t * shape.kv_heads + h) * dim + ch]));
+            sk += term, size += std::abs(term);
+          }
+          if (std::abs(sk) < 1e-5 * size) continue;
+          ++checked;
+          differing += ((bits[i / 8] >> (i % 8)) & 1) != (sk > 0 ? 1 : 0);
+        }
+      }
+    }
+    EXPECT_EQ(differing, 0u) << "head_dim " << dim;
+    EXPECT_GT(checked, 2 * tokens * c.qjl.proj * 99 / 100) << "head_dim " << dim;
   }
 }
 

@@ -61,12 +61,12 @@ QjlKeyCodec::QjlKeyCodec(const QjlKeyConfig& config) : cfg_(config) {
   }
   norm_in_ = std::sqrt(static_cast<float>(cfg_.dim - (split_ ? cfg_.outliers : 0)));
   norm_out_ = std::sqrt(static_cast<float>(split_ ? cfg_.outliers : 0));
-  // S has i.i.d. N(0, 1) entries; drawn row by row and stored transposed for per-channel access.
+  // Stored transposed for per-channel access.
   const size_t m = cfg_.proj, d = cfg_.dim;
+  const std::vector<float> s = sketch_matrix(d, m, cfg_.seed);
   proj_t_.resize(d * m);
-  Rng rng(cfg_.seed);
   for (size_t i = 0; i < m; ++i)
-    for (size_t c = 0; c < d; ++c) proj_t_[c * m + i] = static_cast<float>(rng.normal());
+    for (size_t c = 0; c < d; ++c) proj_t_[c * m + i] = s[i * d + c];
   col_total_.resize(d);
   col_total_out_.resize(d);
   for (size_t c = 0; c < d; ++c) {
@@ -74,6 +74,14 @@ QjlKeyCodec::QjlKeyCodec(const QjlKeyConfig& config) : cfg_(config) {
     col_total_[c] = std::accumulate(col, col + m, 0.0f);
     col_total_out_[c] = split_ ? std::accumulate(col, col + cfg_.outlier_proj, 0.0f) : 0.0f;
   }
+}
+
+std::vector<float> QjlKeyCodec::sketch_matrix(size_t dim, size_t proj, uint64_t seed) {
+  // Drawn row by row.
+  std::vector<float> s(proj * dim);
+  Rng rng(seed);
+  for (float& x : s) x = static_cast<float>(rng.normal());
+  return s;
 }
 
 size_t QjlKeyCodec::token_bytes() const {

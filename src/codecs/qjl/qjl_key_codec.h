@@ -32,6 +32,11 @@ class QjlKeyCodec final : public Codec {
  public:
   // Throws SpecError when the configuration is inconsistent (names the value and the rule).
   explicit QjlKeyCodec(const QjlKeyConfig& config);
+  // S (proj x dim, row-major, i.i.d. N(0, 1)) as the codec draws it from its seed: the CUDA
+  // backend takes it from here so that both sketch with the same matrix.
+  static std::vector<float> sketch_matrix(size_t dim, size_t proj, uint64_t seed);
+  // The configuration in force (make() caps proj, outlier_proj and outliers by head_dim).
+  const QjlKeyConfig& config() const { return cfg_; }
 
   size_t dim() const override { return cfg_.dim; }
   size_t block_tokens() const override { return block_; }

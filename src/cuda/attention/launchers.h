@@ -31,6 +31,9 @@ SplitKernel kivi_split_kernel(const AttendParams& p, int bits);
 // included, and its value bits).
 SplitKernel turboquant_split_kernel(const AttendParams& p, int bits);
 
+// QJL: p.kivi_group is the value group, p.qjl the keys' sketch and sizes; vbits 2 or 4.
+SplitKernel qjl_split_kernel(const AttendParams& p, int vbits);
+
 void launch_fp16_append(const AppendParams& p, int batch, cudaStream_t stream);
 void launch_kivi_append(const AppendParams& p, int batch, int bits, int group, cudaStream_t stream);
 
@@ -46,6 +49,13 @@ struct TurboQuantDevice {  // device copies of TurboQuantTables
 // bits: the value bits, and the key bits (turboquant_prod's keys: bits - 1 code bits and a sign).
 void launch_turboquant_append(const AppendParams& p, int batch, int bits, const TurboQuantDevice& t,
                               cudaStream_t stream);
+
+struct QjlDevice {  // device copies of QjlTables and the sizes of QJL's key blocks
+  const float* sketch_t;  // S^T: head_dim x proj, row-major
+  int group, outliers, value_group;
+};
+// vbits: the value bits (2 or 4).
+void launch_qjl_append(const AppendParams& p, int batch, int vbits, const QjlDevice& q, cudaStream_t stream);
 
 // Merges the splits into out; undoes the value rotation when p.value_signs is set.
 void launch_combine(const CombineParams& p, int batch, float hadamard_scale, cudaStream_t stream);

@@ -1,13 +1,17 @@
 // DeviceCache: configuration checks, device memory, the per-call plans (which tokens the codes
 // hold, how the sequence is split) and the launches. The kernels live in the family folders.
+#include <cuda_fp16.h>
+
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <string>
 
 #include "cuda/attention/launchers.h"
 #include "cuda/attention/split_decode.cuh"
 #include "cuda/common/check.cuh"
 #include "cuda/kivi/kivi_layout.cuh"
+#include "cuda/qjl/qjl_layout.cuh"
 #include "veloxquant/cuda.h"
 #include "veloxquant/error.h"
 
@@ -46,8 +50,23 @@ void check_config(const CacheConfig& c) {
     require(c.head_dim % std::min(c.group, c.head_dim) == 0,
             "kivi group " + std::to_string(c.group) + " does not divide head_dim " +
                 std::to_string(c.head_dim) + " into value groups; expected a divisor or >= head_dim");
+  } else if (c.format == CacheFormat::Qjl) {
+    const QjlTables& q = c.qjl;
+    require(c.bits == 2 || c.bits == 4, "qjl vbits " + std::to_string(c.bits) + "; expected 2 or 4");
+    require(c.group >= 32 && c.group % 32 == 0 && c.group <= 128,
+            "qjl group " + std::to_string(c.group) + "; expected 32, 64, 96 or 128 (whole 32-token tiles)");
+    require(q.proj == size_t(qjl::kProj) && q.outlier_proj == size_t(qjl::kOutlierProj),
+            "qjl proj " + std::to_string(q.proj) + ", outlier_proj " + std::to_string(q.outlier_proj) +
+                "; expected 256 and 128 (the defaults, the sizes the kernels are built for)");
+    require(q.outliers == 4 || q.outliers == 8,
+            "qjl outliers " + std::to_string(q.outliers) + "; expected 4 or 8 (the defaults at head_dim 64 and 128)");
+    require(q.sketch.size() == q.proj * c.head_dim, "qjl sketch of " + std::to_string(q.sketch.size()) +
+                                                        " values; expected proj x head_dim");
+    require((q.value_group == 32 || q.value_group == 64 || q.value_group == 128) && c.head_dim % q.value_group == 0,
+            "qjl value group " + std::to_string(q.value_group) + "; expected 32, 64 or 128 channels dividing head_dim " +
+                std::to_string(c.head_dim));
   } else {
-    require(c.residual == 0, "residual " + std::to_string(c.residual) + "; only kivi keeps a residual window");
+    require(c.residual == 0, "residual " + std::to_string(c.residual) + "; only kivi and qjl keep a residual window");
   }
   if (c.format == CacheFormat::TurboQuantMse || c.format == CacheFormat::TurboQuantProd) {
     const bool prod = c.format == CacheFormat::TurboQuantProd;
@@ -79,6 +98,8 @@ struct DeviceCache::Impl {
   double* inv_freq = nullptr;
   float *key_signs = nullptr, *value_signs = nullptr, *key_bounds = nullptr, *value_bounds = nullptr;
   float *key_levels = nullptr, *value_levels = nullptr, *key_sketch = nullptr;
+  float* qjl_sketch_t = nullptr;       // S^T, head_dim x proj
+  uint16_t* qjl_sketch_t_f16 = nullptr;
   float* part = nullptr;  // split partials: outputs, then (max, sum) pairs
   size_t part_floats = 0;
   // The last attention kernel's resident blocks per multiprocessor (asked once per kernel).
@@ -90,11 +111,14 @@ struct DeviceCache::Impl {
   }
 
   bool kivi() const { return config.format == CacheFormat::Kivi; }
+  bool qjl() const { return config.format == CacheFormat::Qjl; }
+  // KIVI and QJL keep the newest tokens in fp16 rings and encode keys in groups, values in quads.
+  bool windowed() const { return kivi() || qjl(); }
   bool turboquant() const {
     return config.format == CacheFormat::TurboQuantMse || config.format == CacheFormat::TurboQuantProd;
   }
-  int key_block() const { return kivi() ? static_cast<int>(config.group) : 1; }
-  int value_block() const { return kivi() ? 4 : 1; }
+  int key_block() const { return windowed() ? static_cast<int>(config.group) : 1; }
+  int value_block() const { return windowed() ? 4 : 1; }
   int residual() const { return static_cast<int>(config.residual); }
   size_t streams() const { return config.batch * config.kv_heads; }
   float hadamard_scale() const { return 1.0f / std::sqrt(static_cast<float>(config.head_dim)); }
@@ -107,6 +131,7 @@ struct DeviceCache::Impl {
       case CacheFormat::Kivi: return n / config.group * kivi::KeyLayout{int(d), int(config.bits), int(config.group)}.block_bytes();
       case CacheFormat::TurboQuantMse: return n * (4 + d * config.bits / 8);
       case CacheFormat::TurboQuantProd: return n * (8 + d * config.bits / 8);  // 2 norms, bits-1 + 1 bits
+      case CacheFormat::Qjl: return n / config.group * qjl::KeyLayout{int(config.qjl.outliers), int(config.group)}.block_bytes();
     }
     return 0;
   }
@@ -115,6 +140,7 @@ struct DeviceCache::Impl {
     switch (config.format) {
       case CacheFormat::Fp16: return n * d * 2;
       case CacheFormat::Kivi: return n / 4 * kivi::ValueLayout{int(d), int(config.bits), int(std::min(config.group, d))}.block_bytes();
+      case CacheFormat::Qjl: return n / 4 * kivi::ValueLayout{int(d), int(config.bits), int(config.qjl.value_group)}.block_bytes();
       default: return n * (4 + d * config.bits / 8);
     }
   }
@@ -155,11 +181,18 @@ struct DeviceCache::Impl {
     p.head_dim = static_cast<int>(c.head_dim);
     p.tokens = static_cast<int>(tokens);
     p.queries = static_cast<int>(queries);
-    p.key_encoded = std::min(kivi() ? encoded(key_block()) : p.tokens, p.tokens);
-    p.value_encoded = std::min(kivi() ? encoded(value_block()) : p.tokens, p.tokens);
+    p.key_encoded = windowed() ? encoded(key_block()) : p.tokens;
+    p.value_encoded = windowed() ? encoded(value_block()) : p.tokens;
     p.main_end = p.key_encoded;
     p.main_tiles = (p.main_end + kTileTokens - 1) / kTileTokens;
-    p.kivi_group = static_cast<int>(c.group);
+    p.kivi_group = static_cast<int>(qjl() ? c.qjl.value_group : c.group);
+    if (qjl()) {
+      const int d = static_cast<int>(c.head_dim), no = static_cast<int>(c.qjl.outliers);
+      const float half_pi = static_cast<float>(std::sqrt(std::numbers::pi / 2));  // the CPU codec's float expressions
+      p.qjl = QjlAttend{qjl_sketch_t, qjl_sketch_t_f16, static_cast<int>(c.group), no,
+                        std::sqrt(static_cast<float>(d - no)) * half_pi / static_cast<float>(c.qjl.proj),
+                        std::sqrt(static_cast<float>(no)) * half_pi / static_cast<float>(c.qjl.outlier_proj)};
+    }
     p.key_sketch = key_sketch;  // before the kernel is chosen: it picks turboquant_prod's by it
     SplitKernel kernel;
     switch (c.format) {
@@ -167,6 +200,7 @@ struct DeviceCache::Impl {
       case CacheFormat::Kivi: kernel = kivi_split_kernel(p, int(c.bits)); break;
       case CacheFormat::TurboQuantMse:
       case CacheFormat::TurboQuantProd: kernel = turboquant_split_kernel(p, int(c.bits)); break;
+      case CacheFormat::Qjl: kernel = qjl_split_kernel(p, int(c.bits)); break;
     }
     // Two full waves of the kernel's resident blocks: the splits of every stream and query, the
     // ring's included, fill them, so no wave runs a few blocks alone, and the short ring blocks
@@ -208,9 +242,9 @@ struct DeviceCache::Impl {
 
   // Bytes one direction stores, counted as KVCache::key_bytes()/value_bytes() count them: every
   // stream's payload and, once per sequence, the codec's shared state (TurboQuant's sign bits and
-  // f32 codebook, turboquant_prod's f32 sketch).
+  // f32 codebook, turboquant_prod's f32 sketch, qjl's f32 sketch).
   size_t stored(bool key) const {
-    size_t state = 0;
+    size_t state = qjl() && key ? config.qjl.sketch.size() * sizeof(float) : 0;
     if (turboquant()) {
       const TurboQuantTables& tq = config.turboquant;
       state = (config.head_dim + 7) / 8 +
@@ -247,8 +281,8 @@ DeviceCache::DeviceCache(const CacheConfig& config) : impl_(std::make_unique<Imp
   VQ_CUDA_CHECK(cudaDeviceGetAttribute(&m.sms, cudaDevAttrMultiProcessorCount, device));
   // Whole 32-token tiles (and whole key groups) exist for every token the kernels may fetch.
   const size_t cap = round_up(config.capacity, std::max<size_t>(32, config.group));
-  const int ring_k = m.kivi() ? m.residual() + m.key_block() : 0;
-  const int ring_v = m.kivi() ? m.residual() + m.value_block() : 0;
+  const int ring_k = m.windowed() ? m.residual() + m.key_block() : 0;
+  const int ring_v = m.windowed() ? m.residual() + m.value_block() : 0;
   m.allocate(m.keys, m.key_code_bytes(cap), ring_k, m.key_block());
   m.allocate(m.values, m.value_code_bytes(cap), ring_v, m.value_block());
   // The CPU's apply_rope frequencies, computed with the same double expression.
@@ -276,6 +310,22 @@ DeviceCache::DeviceCache(const CacheConfig& config) : impl_(std::make_unique<Imp
       m.key_sketch = device_copy(transposed);
     }
   }
+  if (m.qjl()) {
+    // Transposed like turboquant_prod's (a step's threads read adjacent floats), and in fp16 for
+    // the MMA operands of the outlier columns, in the attention kernel's pair order: within each
+    // 32 rows, pair j holds rows j and j + 16.
+    const size_t d = config.head_dim, proj = config.qjl.proj;
+    std::vector<float> transposed(d * proj);
+    std::vector<uint16_t> transposed_f16(d * proj);
+    for (size_t r = 0; r < proj; ++r)
+      for (size_t c = 0; c < d; ++c) {
+        transposed[c * proj + r] = config.qjl.sketch[r * d + c];
+        const size_t at = r / 32 * 32 + r % 16 * 2 + r % 32 / 16;
+        transposed_f16[c * proj + at] = __half_as_ushort(__float2half_rn(config.qjl.sketch[r * d + c]));
+      }
+    m.qjl_sketch_t = device_copy(transposed);
+    m.qjl_sketch_t_f16 = device_copy(transposed_f16);
+  }
 }
 
 DeviceCache::~DeviceCache() {
@@ -287,6 +337,7 @@ DeviceCache::~DeviceCache() {
                   static_cast<void*>(m.value_signs), static_cast<void*>(m.key_bounds),
                   static_cast<void*>(m.value_bounds), static_cast<void*>(m.key_levels),
                   static_cast<void*>(m.value_levels), static_cast<void*>(m.key_sketch),
+                  static_cast<void*>(m.qjl_sketch_t), static_cast<void*>(m.qjl_sketch_t_f16),
                   static_cast<void*>(m.part)}) {
     if (p != nullptr) cudaFree(p);
   }
@@ -322,6 +373,10 @@ void DeviceCache::append(const uint16_t* k, const uint16_t* v, const int64_t* po
       launch_turboquant_append(p, batch, int(c.bits),
                                TurboQuantDevice{m.key_signs, m.value_signs, m.key_bounds, m.value_bounds,
                                                 m.key_levels, m.key_sketch, m.hadamard_scale()}, s);
+      break;
+    case CacheFormat::Qjl:
+      launch_qjl_append(p, batch, int(c.bits),
+                        QjlDevice{m.qjl_sketch_t, int(c.group), int(c.qjl.outliers), int(c.qjl.value_group)}, s);
       break;
   }
   m.tokens += n;

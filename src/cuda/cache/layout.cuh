@@ -20,7 +20,7 @@ struct StreamView {
   size_t stream_bytes = 0;
   uint16_t* ring = nullptr;
   int ring_tokens = 0;
-  int block_tokens = 1;  // tokens the codec encodes together (KIVI keys: group, values: 4)
+  int block_tokens = 1;  // tokens the codec encodes together (KIVI and QJL keys: group, values: 4)
 };
 
 // The tokens a stream has encoded once it holds `tokens`: whole blocks that have aged out of the
@@ -39,6 +39,16 @@ struct AppendParams {
   StreamView keys, values;
 };
 
+// QJL's keys (qjl/qjl_layout.cuh) for the attention kernel.
+struct QjlAttend {
+  const float* sketch_t = nullptr;         // S^T: head_dim x proj, row-major (row c: column c of S)
+  const uint16_t* sketch_t_f16 = nullptr;  // the same in fp16, each 32 rows as pairs (j, j + 16)
+  int group = 32, outliers = 8;            // tokens per key block, outlier channels per block
+  // sqrt(channels) * sqrt(pi/2) / sketch bits of the inlier and outlier parts: times a stored RMS,
+  // the weight of a token's sign sum in the estimator (the CPU codec's float expression).
+  float inlier_scale = 0, outlier_scale = 0;
+};
+
 struct AttendParams {
   const uint16_t* q = nullptr;  // [batch, q_heads, head_dim] fp16
   float scale = 1;
@@ -52,11 +62,13 @@ struct AttendParams {
   int splits = 0;
   int queries = 1;          // > 1: a prompt's causal queries, one per blockIdx.z (for_query())
   StreamView keys, values;
-  int kivi_group = 32;                        // KIVI: tokens per key block, channels per value group
+  int kivi_group = 32;                        // KIVI: tokens per key block, channels per value group;
+                                              // QJL: channels per value group
   const float* key_codebook = nullptr;        // TurboQuant levels
   const float* value_codebook = nullptr;
   const float* key_signs = nullptr;           // TurboQuant key rotation
   const float* key_sketch = nullptr;          // turboquant_prod: S transposed (S^T row-major); else null
+  QjlAttend qjl;
   float* part_o = nullptr;  // [batch * q_heads, splits, head_dim]
   float* part_ml = nullptr; // [batch * q_heads, splits, 2]: running max and sum of exponentials
 };

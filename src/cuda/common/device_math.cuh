@@ -21,6 +21,19 @@ __device__ inline void async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
 }
 
+// 4 bytes global -> shared, for records only 4-byte aligned.
+__device__ inline void copy4_async(void* smem, const void* gmem) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(gmem));
+}
+
+// A warp copies `bytes` (a multiple of 4) from global to shared memory, 4 bytes per lane.
+__device__ inline void warp_copy_words_async(void* smem, const void* gmem, int bytes, int lane) {
+  auto* d = static_cast<uint8_t*>(smem);
+  const auto* s = static_cast<const uint8_t*>(gmem);
+  for (int o = lane * 4; o < bytes; o += kWarp * 4) copy4_async(d + o, s + o);
+}
+
 // A warp copies `bytes` (a multiple of 16) from global to shared memory, 16 bytes per lane.
 __device__ inline void warp_copy_async(void* smem, const void* gmem, int bytes, int lane) {
   auto* d = static_cast<uint8_t*>(smem);

@@ -11,7 +11,7 @@
 #include "cuda/attention/tc_decode.cuh"
 #include "cuda/fp16/fp16_tile.cuh"
 #include "cuda/common/check.cuh"
-#include "cuda/kivi/kivi_layout.cuh"
+#include "cuda/kivi/kivi_values.cuh"
 #include "veloxquant/error.h"
 
 namespace veloxquant::cuda {
@@ -25,57 +25,6 @@ struct KiviTile {
   __host__ __device__ static constexpr int stage_bytes(int value_block) { return kKeyBytes + 8 * value_block; }
 };
 
-// The ring split: keys of [key_encoded, tokens) are fp16 rows of the ring; values of
-// [key_encoded, value_encoded) still come from codes (decoded to fp16 here), the rest from rows.
-// At most residual + group tokens: kRingWarps warps take 32-token tiles in turn, stage them in
-// shared memory and attend them as the fp16 kernel does (fp16_tile.cuh). Rows of tokens past the
-// end are old ring rows, finite, and masked.
-inline constexpr int kRingWarps = 2;
-template <int D>
-__host__ __device__ constexpr size_t ring_stage_bytes() {
-  return static_cast<size_t>(kRingWarps) * 2 * Fp16Tile<D>::kBytes;
-}
-
-template <int D, int BITS>
-__device__ void attend_ring(const AttendParams& p, int seq, float* pt, uint8_t* stages) {
-  using Tile = Fp16Tile<D>;
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const MmaLane ln(lane);
-  const kivi::ValueLayout vl{D, BITS, min(p.kivi_group, D)};
-  uint32_t bq[D / 16][2];
-  load_query_fragments<D>(p, seq, ln, bq);
-  TcSoftmax st;
-  float acc[D / 16][4] = {};
-  if (warp < kRingWarps) {
-    const uint8_t* vseq = p.values.codes + seq * p.values.stream_bytes;
-    const __half* kring = reinterpret_cast<const __half*>(p.keys.ring) + static_cast<size_t>(seq) * p.keys.ring_tokens * D;
-    const __half* vring = reinterpret_cast<const __half*>(p.values.ring) + static_cast<size_t>(seq) * p.values.ring_tokens * D;
-    uint4* kt = reinterpret_cast<uint4*>(stages + warp * 2 * Tile::kBytes);
-    uint4* vt = kt + Tile::kBytes / 16;
-    for (int t0 = p.key_encoded + warp * kTileTokens; t0 < p.tokens; t0 += kRingWarps * kTileTokens) {
-      for (int i = lane; i < kTileTokens * Tile::kChunks; i += kWarp) {
-        const int token = i / Tile::kChunks, chunk = i % Tile::kChunks, tok = t0 + token;
-        const int slot = Tile::slot(token, chunk);
-        copy16_async(kt + slot, reinterpret_cast<const uint4*>(kring + static_cast<size_t>(tok % p.keys.ring_tokens) * D) + chunk);
-        if (tok >= p.value_encoded) {
-          copy16_async(vt + slot, reinterpret_cast<const uint4*>(vring + static_cast<size_t>(tok % p.values.ring_tokens) * D) + chunk);
-        } else {
-          __align__(16) __half row[8];
-#pragma unroll
-          for (int j = 0; j < 8; ++j) row[j] = __float2half_rn(vl.decode(vseq, tok, 8 * chunk + j));
-          vt[slot] = *reinterpret_cast<const uint4*>(row);
-        }
-      }
-      async_commit();
-      async_wait<0>();
-      __syncwarp();
-      attend_fp16_tile<D>(kt, vt, bq, p.scale, t0, p.tokens, st, acc, pt, ln);
-    }
-  }
-  __syncthreads();  // the staging areas end where the epilogue's begin
-  write_tc_partial<D>(p, st, acc, fp16_tile_channel, stages, seq, blockIdx.x);
-}
-
 // The fused region on tensor cores (tc_decode.cuh), VG channels per value scale.
 //  - Keys: per 32-token tile (inside one key group) B = the query folded with the group's channel
 //    scales, in fp16 (the softmax scale is applied to the f32 scores); the minimums give each head
@@ -83,14 +32,11 @@ __device__ void attend_ring(const AttendParams& p, int seq, float* pt, uint8_t* 
 //    codes themselves: lane (g, t) takes from the 32-bit word of token g (and g + 8) the codes at
 //    shift bits * (t % cpb), bytes 0 and 2, then bytes 1 and 3, so k = 2t, 2t+1, 2t+8, 2t+9 are
 //    channels 16k' + 4t + 0, 2, 1, 3: the query fragment is built in the same order.
-//  - Values: A = V^T codes, lane (g, t) reads in quad t the words of channels g and g + 8 (one
-//    word holds 4 tokens x cpb channels), B = probabilities times each token's scale per value
-//    group, tokens 0 and 2 then 1 and 3; one more MMA per 16 tokens, A = each group's minimums,
-//    B = the probabilities, gives sum(p * min) per group and head.
+//  - Values: kivi::ValueSums (kivi_values.cuh).
 template <int D, int BITS, int VG>
 __device__ void attend_codes(const AttendParams& p, int seq, int main_split, uint8_t* stages, float* pt) {
   using T = KiviTile<D, BITS>;
-  constexpr int NK = D / 16, CPB = T::kCpb, VR = D / (16 * CPB), NV = D / VG;
+  constexpr int NK = D / 16, CPB = T::kCpb;
   const kivi::KeyLayout kl{D, BITS, p.kivi_group};
   const kivi::ValueLayout vl{D, BITS, VG};
   const int vblock = vl.block_bytes(), stage_bytes = T::stage_bytes(vblock);
@@ -123,8 +69,7 @@ __device__ void attend_codes(const AttendParams& p, int seq, int main_split, uin
   };
 
   TcSoftmax st;
-  float acc[NK][4] = {};    // sum of p' * code, in units of 2^-24 (codes_as_subnormal_half2)
-  float vmin[1][4] = {};  // C layout: row v = sum of p * group v's minimum, per head
+  kivi::ValueSums<D, BITS, VG> values;
   const int key_shift = BITS * (ln.t % CPB), key_row = ln.t / CPB;
   for_each_tile(p, main_split, buf, fetch, [&](uint8_t* stage, int tile) {
     // Per k step: B = the query times the channel scales (one fp16 rounding), and one MMA with
@@ -162,59 +107,16 @@ __device__ void attend_codes(const AttendParams& p, int seq, int main_split, uin
     mask_tile(s, ln, tile * kTileTokens, p.main_end);
     float alpha[2];
     st.update(s, alpha);
-    rescale(acc, alpha);
-    rescale(vmin, alpha);
+    values.rescale(alpha);
     stage_probabilities(pt, s, ln);
     __syncwarp();
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const uint8_t* block = stage + T::kKeyBytes + (4 * h + ln.t) * vblock;
-      const uint2* params = reinterpret_cast<const uint2*>(block + vl.quad_bytes());  // 4 tokens each
-      const float4 pr = *reinterpret_cast<const float4*>(pt + ln.g * kPtStride + 16 * h + 4 * ln.t);
-      const uint32_t pb[2] = {pack_half2(pr.x, pr.z), pack_half2(pr.y, pr.w)};  // tokens 0, 2 | 1, 3
-      // The minimums: A row v = group v's minimum of each token, B = the probabilities.
-      uint32_t amin[4] = {};
-      if (ln.g < NV) {
-        const uint2 mn = params[NV + ln.g];
-        amin[0] = interleave_half2(mn.x, mn.y, false), amin[2] = interleave_half2(mn.x, mn.y, true);
-      }
-      mma_16816(vmin[0], amin, pb);
-      uint32_t bv[NV][2];
-#pragma unroll
-      for (int v = 0; v < NV; ++v) {
-        const uint2 sc = params[v];
-        bv[v][0] = mul_half2(pb[0], interleave_half2(sc.x, sc.y, false));
-        bv[v][1] = mul_half2(pb[1], interleave_half2(sc.x, sc.y, true));
-      }
-      const uint32_t* words = reinterpret_cast<const uint32_t*>(block);
-#pragma unroll
-      for (int r = 0; r < VR; ++r) {
-        const uint32_t w0 = words[r * 16 + ln.g], w1 = words[r * 16 + ln.g + 8];
-#pragma unroll
-        for (int kk = 0; kk < CPB; ++kk) {
-          const uint32_t a[4] = {codes_as_subnormal_half2<BITS>(w0, BITS * kk), codes_as_subnormal_half2<BITS>(w1, BITS * kk),
-                                 codes_as_subnormal_half2<BITS>(w0, BITS * kk + 8),
-                                 codes_as_subnormal_half2<BITS>(w1, BITS * kk + 8)};
-          mma_16816(acc[r * CPB + kk], a, bv[(r * 16 * CPB + 16 * kk) / VG]);
-        }
-      }
-    }
+    values.add_tile(stage + T::kKeyBytes, pt, ln);
     __syncwarp();
   });
   async_wait<0>();
   __syncthreads();
-  // The minimums' share: row v of vmin, held by the lanes g = v, joins every channel of group v.
-#pragma unroll
-  for (int m = 0; m < NK; ++m) {
-    const int v = (m / CPB * 16 * CPB + 16 * (m % CPB)) / VG;
-    const float h0 = __shfl_sync(0xffffffffu, vmin[0][0], 4 * v + ln.t);
-    const float h1 = __shfl_sync(0xffffffffu, vmin[0][1], 4 * v + ln.t);
-#pragma unroll
-    for (int r = 0; r < 4; ++r) acc[m][r] = fmaf(acc[m][r], kSubnormalCodeScale, r & 1 ? h1 : h0);
-  }
-  // m tile r * cpb + kk holds channels r * 16 cpb + 16 kk + row.
-  write_tc_partial<D>(p, st, acc, [](int m, int row) { return m / CPB * 16 * CPB + 16 * (m % CPB) + row; },
-                      stages, seq, blockIdx.x);
+  values.finish(ln);
+  write_tc_partial<D>(p, st, values.acc, kivi::ValueSums<D, BITS, VG>::channel, stages, seq, blockIdx.x);
 }
 
 template <int D, int BITS, int VG>
@@ -226,7 +128,7 @@ __global__ void __launch_bounds__(kThreads) kivi_attend_kernel(AttendParams p) {
   uint8_t* stages = smem + sizeof(float) * kWarps * kPtFloats;
   // The ring split, when there is one, is split 0: it starts first, beside the long main splits.
   const int seq = blockIdx.y, ring_splits = p.splits - p.main_splits;
-  if (static_cast<int>(blockIdx.x) < ring_splits) attend_ring<D, BITS>(p, seq, pt, stages);
+  if (static_cast<int>(blockIdx.x) < ring_splits) kivi::attend_ring<D, BITS, VG>(p, seq, pt, stages);
   else attend_codes<D, BITS, VG>(p, seq, blockIdx.x - ring_splits, stages, pt);
 }
 
@@ -236,7 +138,7 @@ SplitKernel split_kernel() {
   const kivi::ValueLayout vl{D, BITS, VG};
   const size_t stages = static_cast<size_t>(kWarps) * 2 * T::stage_bytes(vl.block_bytes());
   return {kivi_attend_kernel<D, BITS, VG>,
-          sizeof(float) * kWarps * kPtFloats + std::max({stages, epilogue_bytes<kMmaHeads>(D), ring_stage_bytes<D>()}),
+          sizeof(float) * kWarps * kPtFloats + std::max({stages, epilogue_bytes<kMmaHeads>(D), kivi::ring_stage_bytes<D>()}),
           "launch of kivi_attend_kernel"};
 }
 

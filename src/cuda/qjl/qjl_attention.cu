@@ -1,0 +1,227 @@
+// Split decode attention straight from QJL's sign bits, on tensor cores (tc_decode.cuh). A token
+// of a key block with outlier channels O has the CPU codec's estimate
+//   q . k ~ w_in <S q_I, sign(S k_I)> + w_out <S' q_O, sign(S' k_O)>,
+// q_I the query with O zeroed, q_O its O part, S' the first outlier_proj rows of S, and w_in,
+// w_out sqrt(pi/2) / bits times each part's norm (stored as RMS). O changes per block, so instead
+// of sketching q_I per block the kernel sketches the whole query once per split block (S q) and
+// takes O's share out per tile:
+//   <S q_I, z> = <S q, z> - sum_j q_{O_j} <S[:, O_j], z>,   <S' q_O, z'> = sum_j q_{O_j} <S'[:, O_j], z'>.
+// Per 16 tokens and k step (16 sign bits) A = the signs themselves as +-1 in fp16 (bits s and
+// s + 16 of a word per register, one shift and one LOP3; B takes the sketch rows in that order),
+// and three MMAs take it: B = S q (the group's query
+// heads on n), B = the block's outlier columns of S (the outlier channels on n) for the inlier
+// signs and, over the first outlier_proj bits, for the outlier signs. The two outlier products
+// combine per token into E_j = w_out <S'[:, O_j], z'> - w_in <S[:, O_j], z>, whose C layout is
+// already the A layout of one more MMA against B = the query at O: the score is
+// w_in <S q, z> + E . q_O. Values are KIVI's (kivi_values.cuh); the ring of fp16 rows is one more
+// split, as KIVI's.
+#include <cuda_fp16.h>
+
+#include <algorithm>
+
+#include "cuda/attention/launchers.h"
+#include "cuda/attention/tc_decode.cuh"
+#include "cuda/common/check.cuh"
+#include "cuda/kivi/kivi_values.cuh"
+#include "cuda/qjl/qjl_layout.cuh"
+#include "veloxquant/error.h"
+
+namespace veloxquant::cuda {
+namespace {
+
+template <int D, int VBITS, int VG>
+struct QjlStage {
+  static constexpr int kHeader = 16;  // the block's outlier channels (4 or 8 bytes) and slack
+  static constexpr int kKeyBytes = kHeader + kTileTokens * qjl::kTokenBytes;
+  static constexpr int kValueBlock = 4 * D * VBITS / 8 + 16 * (D / VG);  // kivi::ValueLayout::block_bytes
+  static constexpr int kBytes = kKeyBytes + 8 * kValueBlock;
+  static_assert(kKeyBytes % 16 == 0 && kBytes % 16 == 0);
+};
+
+// Bits s and s + 16 of a word of signs (1: positive; s <= 15) as the fp16 pair (+-1, +-1): one
+// shift and one LOP3 (the bits land on the halves' sign bits, which flip -1 to +1).
+__device__ inline uint32_t sign_pair(uint32_t word, int s) {
+  return ((word << (15 - s)) & 0x80008000u) ^ 0xBC00BC00u;
+}
+
+// The 16-token half of a tile starting at record r0 (token g; r0 + 8 records is token g + 8):
+// the scores of the group's heads in the C layout.
+__device__ void half_scores(const uint32_t* r0, const uint32_t* r1, const uint32_t (&bs)[qjl::kProj / 16][2],
+                            const uint32_t (&bo)[qjl::kProj / 16][2], const uint32_t (&bqo)[2], const QjlAttend& q,
+                            const MmaLane& ln, float (&s)[4]) {
+  constexpr int kInWords = qjl::kProj / 32, kOutWords = qjl::kOutlierProj / 32;
+  float sq[4] = {}, tin[4] = {}, tout[4] = {};
+#pragma unroll
+  for (int w = 0; w < kInWords; ++w) {
+    const uint32_t x0 = r0[w], x1 = r1[w];
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+      const int k = 2 * w + kk, at = 8 * kk + ln.t;
+      const uint32_t a[4] = {sign_pair(x0, at), sign_pair(x1, at), sign_pair(x0, at + 4), sign_pair(x1, at + 4)};
+      mma_16816(sq, a, bs[k]);
+      mma_16816(tin, a, bo[k]);
+    }
+  }
+#pragma unroll
+  for (int w = 0; w < kOutWords; ++w) {
+    const uint32_t x0 = r0[kInWords + w], x1 = r1[kInWords + w];
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+      const int k = 2 * w + kk, at = 8 * kk + ln.t;
+      const uint32_t a[4] = {sign_pair(x0, at), sign_pair(x1, at), sign_pair(x0, at + 4), sign_pair(x1, at + 4)};
+      mma_16816(tout, a, bo[k]);
+    }
+  }
+  const __half* n0 = reinterpret_cast<const __half*>(reinterpret_cast<const uint8_t*>(r0) + qjl::kNormsAt);
+  const __half* n1 = reinterpret_cast<const __half*>(reinterpret_cast<const uint8_t*>(r1) + qjl::kNormsAt);
+  const float wi0 = q.inlier_scale * __half2float(n0[0]), wo0 = q.outlier_scale * __half2float(n0[1]);
+  const float wi1 = q.inlier_scale * __half2float(n1[0]), wo1 = q.outlier_scale * __half2float(n1[1]);
+  // E in the C layout (tokens g, g + 8; outliers 2t, 2t + 1) is A's layout for k = 0..7.
+  const uint32_t ae[4] = {pack_half2(wo0 * tout[0] - wi0 * tin[0], wo0 * tout[1] - wi0 * tin[1]),
+                          pack_half2(wo1 * tout[2] - wi1 * tin[2], wo1 * tout[3] - wi1 * tin[3]), 0u, 0u};
+  s[0] = wi0 * sq[0], s[1] = wi0 * sq[1], s[2] = wi1 * sq[2], s[3] = wi1 * sq[3];
+  mma_16816(s, ae, bqo);
+}
+
+template <int D, int VBITS, int VG>
+__device__ void attend_codes(const AttendParams& p, int seq, int main_split, float* q_s, float* sq_s,
+                             uint8_t* stages, float* pt) {
+  using St = QjlStage<D, VBITS, VG>;
+  constexpr int NS = qjl::kProj / 16;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const MmaLane ln(lane);
+  uint8_t* buf[2] = {stages + (warp * 2) * St::kBytes, stages + (warp * 2 + 1) * St::kBytes};
+  // The group's queries (times the softmax scale) and their sketches S q, once per block.
+  load_queries<kMmaHeads>(p, seq, q_s);
+  __syncthreads();
+  // Thread r takes sketch rows r, r + 128, ... of every head: independent sums, each load of S^T
+  // (adjacent floats across the threads) shared by the heads.
+  constexpr int kRows = qjl::kProj / kThreads;
+  float sum[kRows][kMmaHeads] = {};
+  for (int c = 0; c < D; ++c) {
+    float col[kRows];
+#pragma unroll
+    for (int j = 0; j < kRows; ++j) col[j] = p.qjl.sketch_t[c * qjl::kProj + threadIdx.x + j * kThreads];
+#pragma unroll
+    for (int h = 0; h < kMmaHeads; ++h) {
+      const float qc = q_s[h * D + c];
+#pragma unroll
+      for (int j = 0; j < kRows; ++j) sum[j][h] = fmaf(col[j], qc, sum[j][h]);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kRows; ++j)
+#pragma unroll
+    for (int h = 0; h < kMmaHeads; ++h) sq_s[h * qjl::kProj + threadIdx.x + j * kThreads] = sum[j][h];
+  __syncthreads();
+  // B fragments of S q, head g, in the sign pairs' order: k step k = 2w + kk takes sketch rows
+  // 32w + 8kk + t, + 16 (b[0]) and 32w + 8kk + t + 4, + 20 (b[1]).
+  uint32_t bs[NS][2] = {};
+  if (ln.g < p.group) {
+    const float* sq = sq_s + ln.g * qjl::kProj;
+#pragma unroll
+    for (int k = 0; k < NS; ++k) {
+      const int r = 32 * (k / 2) + 8 * (k % 2) + ln.t;
+      bs[k][0] = pack_half2(sq[r], sq[r + 16]), bs[k][1] = pack_half2(sq[r + 4], sq[r + 20]);
+    }
+  }
+
+  const qjl::KeyLayout kl{p.qjl.outliers, p.qjl.group};
+  const uint8_t* kseq = p.keys.codes + seq * p.keys.stream_bytes;
+  const uint8_t* vseq = p.values.codes + seq * p.values.stream_bytes;
+  const auto fetch = [&](uint8_t* dst, int tile) {
+    const int t0 = tile * kTileTokens;
+    const uint8_t* block = kseq + static_cast<size_t>(t0 / kl.group) * kl.block_bytes();
+    warp_copy_words_async(dst, block, St::kHeader, lane);
+    warp_copy_words_async(dst + St::kHeader, block + kl.outliers + (t0 % kl.group) * qjl::kTokenBytes,
+                          kTileTokens * qjl::kTokenBytes, lane);
+    warp_copy_async(dst + St::kKeyBytes, vseq + static_cast<size_t>(t0 / 4) * St::kValueBlock, 8 * St::kValueBlock, lane);
+  };
+
+  TcSoftmax st;
+  kivi::ValueSums<D, VBITS, VG> values;
+  for_each_tile(p, main_split, buf, fetch, [&](uint8_t* stage, int tile) {
+    const uint8_t* outliers = stage;
+    // B of the block's outlier columns of S (column j = g, zero past the outliers), rows as bs
+    // (the device keeps the fp16 copy in that pair order).
+    uint32_t bo[NS][2] = {};
+    if (ln.g < kl.outliers) {
+      const uint32_t* col = reinterpret_cast<const uint32_t*>(p.qjl.sketch_t_f16 + outliers[ln.g] * qjl::kProj);
+#pragma unroll
+      for (int k = 0; k < NS; ++k) bo[k][0] = col[8 * k + ln.t], bo[k][1] = col[8 * k + ln.t + 4];
+    }
+    // B of the query at the outlier channels: k = outliers 2t, 2t + 1, n = head g.
+    const uint32_t bqo[2] = {ln.g < p.group && 2 * ln.t < kl.outliers
+                                 ? pack_half2(q_s[ln.g * D + outliers[2 * ln.t]], q_s[ln.g * D + outliers[2 * ln.t + 1]])
+                                 : 0u,
+                             0u};
+    float s[2][4];
+    const uint8_t* records = stage + St::kHeader;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* r0 = records + (16 * h + ln.g) * qjl::kTokenBytes;
+      half_scores(reinterpret_cast<const uint32_t*>(r0), reinterpret_cast<const uint32_t*>(r0 + 8 * qjl::kTokenBytes),
+                        bs, bo, bqo, p.qjl, ln, s[h]);
+    }
+    mask_tile(s, ln, tile * kTileTokens, p.main_end);
+    float alpha[2];
+    st.update(s, alpha);
+    values.rescale(alpha);
+    stage_probabilities(pt, s, ln);
+    __syncwarp();
+    values.add_tile(stage + St::kKeyBytes, pt, ln);
+    __syncwarp();
+  });
+  async_wait<0>();
+  __syncthreads();
+  values.finish(ln);
+  write_tc_partial<D>(p, st, values.acc, kivi::ValueSums<D, VBITS, VG>::channel, stages, seq, blockIdx.x);
+}
+
+template <int D, int VBITS, int VG>
+__global__ void __launch_bounds__(kThreads) qjl_attend_kernel(AttendParams p) {
+  p = for_query(p);
+  extern __shared__ __align__(16) uint8_t smem[];
+  const int warp = threadIdx.x / kWarp;
+  float* pt = reinterpret_cast<float*>(smem) + warp * kPtFloats;  // probabilities, per warp
+  float* q_s = reinterpret_cast<float*>(smem) + kWarps * kPtFloats;
+  float* sq_s = q_s + kMmaHeads * D;
+  uint8_t* stages = reinterpret_cast<uint8_t*>(sq_s + kMmaHeads * qjl::kProj);
+  // The ring split, when there is one, is split 0: it starts first, beside the long main splits.
+  const int seq = blockIdx.y, ring_splits = p.splits - p.main_splits;
+  if (static_cast<int>(blockIdx.x) < ring_splits) kivi::attend_ring<D, VBITS, VG>(p, seq, pt, stages);
+  else attend_codes<D, VBITS, VG>(p, seq, blockIdx.x - ring_splits, q_s, sq_s, stages, pt);
+}
+
+template <int D, int VBITS, int VG>
+SplitKernel split_kernel() {
+  using St = QjlStage<D, VBITS, VG>;
+  const size_t floats = kWarps * kPtFloats + kMmaHeads * (D + qjl::kProj);
+  const size_t work = static_cast<size_t>(kWarps) * 2 * St::kBytes;
+  return {qjl_attend_kernel<D, VBITS, VG>,
+          sizeof(float) * floats + std::max({work, epilogue_bytes<kMmaHeads>(D), kivi::ring_stage_bytes<D>()}),
+          "launch of qjl_attend_kernel"};
+}
+
+template <int D, int VBITS>
+SplitKernel for_value_group(const AttendParams& p) {
+  const int vg = p.kivi_group;
+  if (vg == 32) return split_kernel<D, VBITS, 32>();
+  if (vg == 64) return split_kernel<D, VBITS, 64>();
+  if (vg == 128 && D == 128) return split_kernel<D, VBITS, D>();
+  throw Error("cuda qjl attention: value group " + std::to_string(vg) + " with head_dim " + std::to_string(D) +
+              "; expected 32, 64 or 128 channels dividing head_dim");
+}
+
+}  // namespace
+
+SplitKernel qjl_split_kernel(const AttendParams& p, int vbits) {
+  if (p.head_dim == 128 && vbits == 2) return for_value_group<128, 2>(p);
+  if (p.head_dim == 128 && vbits == 4) return for_value_group<128, 4>(p);
+  if (p.head_dim == 64 && vbits == 2) return for_value_group<64, 2>(p);
+  if (p.head_dim == 64 && vbits == 4) return for_value_group<64, 4>(p);
+  throw Error("cuda qjl attention: head_dim " + std::to_string(p.head_dim) + " with vbits " +
+              std::to_string(vbits) + "; expected head_dim 64 or 128 and vbits 2 or 4");
+}
+
+}  // namespace veloxquant::cuda
