@@ -3,7 +3,7 @@
 // in the cache first (untimed), then either one batch of P tokens (ppP) or G single-token steps
 // (tgG). Prints one JSON object per test with every repetition and the median.
 //   veloxquant_bench_runtime -m MODEL [-p 512] [-n 128] [-d 0] [-t 1] [--kv fp16] [-r 5]
-//       [--device cpu|cuda] [--gpu-weights f16|f32]
+//       [--device cpu|cuda] [--gpu-weights f16|f32] [--warmup 1]
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -35,7 +35,7 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   std::string model_path, kv = "fp16", device = "cpu", gpu_weights = "f16";
   size_t prompt = 512, gen = 128, depth = 0;
-  int threads = 1, reps = 5;
+  int threads = 1, reps = 5, warmup = 1;
   CLI::App app{"Runtime speed in the manner of llama-bench"};
   app.add_option("-m,--model", model_path, "GGUF model")->required();
   app.add_option("-p,--prompt", prompt, "tokens in the prompt-processing test (0: skip)")->capture_default_str();
@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
   app.add_option("-t,--threads", threads, "threads")->capture_default_str()->check(CLI::Range(1, 1024));
   app.add_option("--kv", kv, "KV-cache method spec")->capture_default_str();
   app.add_option("-r,--reps", reps, "repetitions")->capture_default_str()->check(CLI::Range(1, 1000));
+  app.add_option("--warmup", warmup, "untimed runs before the timed ones")->capture_default_str()->check(CLI::Range(0, 100));
   app.add_option("--device", device, "cpu or cuda")->capture_default_str();
   app.add_option("--gpu-weights", gpu_weights, "with --device cuda: f16 or f32")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -57,7 +58,7 @@ int main(int argc, char** argv) {
     for (const auto& [name, n] : {std::pair{"pp", prompt}, std::pair{"tg", gen}}) {
       if (n == 0) continue;
       std::vector<double> rates;
-      for (int r = 0; r < reps + 1; ++r) {  // the first run warms caches and is not kept
+      for (int r = 0; r < warmup + reps; ++r) {  // warm-up runs fill caches and are not kept
         session.reset();
         if (depth) session.eval(random_tokens(depth, vocab, rng), Logits::None);
         const std::vector<int32_t> tokens = random_tokens(n, vocab, rng);
@@ -68,7 +69,7 @@ int main(int argc, char** argv) {
           for (const int32_t& t : tokens) session.eval(std::span(&t, 1), Logits::Last);
         }
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (r > 0) rates.push_back(static_cast<double>(n) / s);
+        if (r >= warmup) rates.push_back(static_cast<double>(n) / s);
       }
       nlohmann::ordered_json j;
       j["test"] = fmt::format("{}{}", name, n);

@@ -10,11 +10,13 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:?usage: runtime_h200.sh OUT_DIR}
 mkdir -p "$out"
+raw=$(mktemp -d)  # one JSON per run; OUT_DIR gets the report (runtime_parity.{json,md})
 source bench/cuda/carried.sh
 vq=$(carried veloxquant)
 text=.cuda-carry/wiki.test.raw
 threads=$(nproc)
-specs=(fp16 kivi:kbits=2,vbits=2 kivi:kbits=4,vbits=4 turboquant_mse:bits=4,vbits=4 turboquant_mse:bits=2,vbits=2 turboquant_prod:bits=4,vbits=4 turboquant_prod:bits=2,vbits=2)
+specs=(fp16 kivi:kbits=2,vbits=2 kivi:kbits=4,vbits=4 turboquant_mse:bits=4,vbits=4 turboquant_mse:bits=2,vbits=2
+       turboquant_prod:bits=4,vbits=4 turboquant_prod:bits=2,vbits=2 qjl:vbits=2 qjl:vbits=4)
 status=0
 # cpu, cuda-f32 or cuda-f16 as the CLI's options.
 options() {
@@ -28,13 +30,13 @@ for model in vq-hd128:8 vq-hd64:2; do
   for spec in "${specs[@]}"; do
     for run in cpu cuda-f32 cuda-f16; do
       "$vq" perplexity -m "models/$name.gguf" -f "$text" -c 2048 --chunks "$chunks" --kv "$spec" -t "$threads" \
-        $(options "$run") --json > "$out/ppl_${name}_${spec//[:=,]/_}_$run.json" || status=1
+        $(options "$run") --json > "$raw/ppl_${name}_${spec//[:=,]/_}_$run.json" || status=1
     done
   done
   for run in cpu cuda-f32 cuda-f16; do
     "$vq" generate -m "models/$name.gguf" -p "The old house on the hill had been empty for years, until" -n 200 \
-      --temp 0 --kv fp16 -t "$threads" $(options "$run") --json > "$out/gen_${name}_$run.json" || status=1
+      --temp 0 --kv fp16 -t "$threads" $(options "$run") --json > "$raw/gen_${name}_$run.json" || status=1
   done
 done
-python3 bench/cuda/runtime_report.py --dir "$out" --command "bench/cuda/runtime_h200.sh OUT_DIR" || status=1
+python3 bench/cuda/runtime_report.py --dir "$raw" --out "$out" --command "bench/cuda/runtime_h200.sh OUT_DIR" || status=1
 exit $status

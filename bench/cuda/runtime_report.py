@@ -1,7 +1,7 @@
 """The GPU runtime's parity with the CPU runtime, from bench/cuda/runtime_h200.sh's outputs:
 perplexity per model and method on both devices (must agree within 0.1 %, with equal cache
 bytes) and the fp16 cache's greedy continuations (must be the same text). Writes
-runtime_parity.json and runtime_parity.md into the directory and exits 1 on any failure."""
+runtime_parity.json and runtime_parity.md and exits 1 on any failure."""
 import argparse
 import datetime
 import json
@@ -22,7 +22,8 @@ def gpu_name():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--dir", required=True)
+    ap.add_argument("--dir", required=True, help="the runs' JSON files")
+    ap.add_argument("--out", required=True, help="where runtime_parity.{json,md} go")
     ap.add_argument("--command", required=True)
     a = ap.parse_args()
     d = pathlib.Path(a.dir)
@@ -67,7 +68,8 @@ def main():
         generations.append(g)
     meta = {"command": a.command, "gpu": gpu_name(), "date": datetime.date.today().isoformat(),
             "bound_rel_perplexity": BOUND}
-    (d / "runtime_parity.json").write_text(json.dumps({**meta, "perplexity": rows, "greedy": generations}, indent=2))
+    out = pathlib.Path(a.out)
+    (out / "runtime_parity.json").write_text(json.dumps({**meta, "perplexity": rows, "greedy": generations}, indent=2))
     lines = ["# `--device cuda` against the CPU runtime", "",
              f"Command: `{a.command}`; GPU: {meta['gpu']}; date: {meta['date']}. Perplexity: WikiText-2 test, "
              f"context 2048, llama.cpp's chunking. Pass: with f32 weights (the CPU's arithmetic) the perplexity "
@@ -94,7 +96,7 @@ def main():
     for g in generations:
         lines.append(f"| {g['model']} | {g['tokens']} | {yes[g['same_text_f32']]} / {yes[g['same_text_f16']]} | "
                      f"{g['tok_s_cpu']:.1f} | {g['tok_s_cuda_f32'] or 0:.1f} / {g['tok_s_cuda_f16'] or 0:.1f} |")
-    (d / "runtime_parity.md").write_text("\n".join(lines) + "\n")
+    (out / "runtime_parity.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0 if ok else 1
 

@@ -52,8 +52,8 @@ def main():
 
     lines = ["# The runtime on the GPU: prefill and decode speed", "",
              f"Command: `{a.command}`; GPU: {meta['gpu']}; date: {meta['date']}; batch 1. Prefill: a prompt of "
-             "S random tokens into an empty cache (tokens/s, one timed run after a warm-up). Decode: 64 "
-             "single-token steps with S tokens in the cache. Peak GPU memory: nvidia-smi memory.used "
+             "S random tokens into an empty cache (tokens/s, one timed run). Decode: 64 "
+             "single-token steps with S tokens in the cache (tokens/s over the 64). Peak GPU memory: nvidia-smi memory.used "
              "(includes the CUDA context).", "",
              "| model | S | kv | prefill tok/s | decode tok/s | decode vs fp16 | KV bytes | fp16 KV bytes | peak GPU MiB |",
              "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]

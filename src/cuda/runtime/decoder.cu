@@ -1,7 +1,8 @@
 // DeviceDecoder (veloxquant/cuda_decoder.h): device copies of the weights, scratch buffers sized
 // for the longest step, one DeviceCache per layer, and the forward pass in the CPU runtime's
-// order (runtime/session/session.cpp). Projections are cuBLAS GEMMs on fp16 weights and fp16
-// inputs with f32 accumulation and f32 outputs; the residual stream stays f32.
+// order (runtime/session/session.cpp). Projections are cuBLAS GEMMs on fp16 (or f32) weights and
+// inputs with f32 accumulation and f32 outputs, and our own matrix-vector kernel when a step is
+// one token; the residual stream stays f32.
 #include <cublas_v2.h>
 
 #include <cmath>
@@ -106,6 +107,7 @@ struct DeviceDecoder::Impl {
   // F32 asks for f32 arithmetic throughout (no TF32), as the CPU computes.
   template <class T>
   void project(const Matrix& w, const T* in, int n, float* y) const {
+    if (n == 1 && w.cols * sizeof(T) % 16 == 0) return launch_gemv(w.as<T>(), w.rows, w.cols, in, y, stream);
     const float one = 1.0f, zero = 0.0f;
     const cublasComputeType_t compute = std::is_same_v<T, float> ? CUBLAS_COMPUTE_32F_PEDANTIC : CUBLAS_COMPUTE_32F;
     VQ_CUBLAS_CHECK(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, w.rows, n, w.cols, &one, w.as<T>(), blas_type<T>(),

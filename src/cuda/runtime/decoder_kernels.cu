@@ -74,6 +74,40 @@ __global__ void swiglu_kernel(const float* gate, const float* up, size_t n, T* o
   if (i < n) out[i] = from_float<T>(__fmul_rn(__fdiv_rn(gate[i], __fadd_rn(1.0f, expf(-gate[i]))), up[i]));
 }
 
+// Values per 16-byte load, and their sum of products with x's matching values.
+__device__ inline float dot16(const uint4& w, const uint4& x, __half) {
+  const __half2* a = reinterpret_cast<const __half2*>(&w);
+  const __half2* b = reinterpret_cast<const __half2*>(&x);
+  float sum = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 u = __half22float2(a[i]), v = __half22float2(b[i]);
+    sum = fmaf(u.x, v.x, sum), sum = fmaf(u.y, v.y, sum);
+  }
+  return sum;
+}
+__device__ inline float dot16(const uint4& w, const uint4& x, float) {
+  const float4 a = *reinterpret_cast<const float4*>(&w), b = *reinterpret_cast<const float4*>(&x);
+  return fmaf(a.x, b.x, fmaf(a.y, b.y, fmaf(a.z, b.z, a.w * b.w)));
+}
+
+constexpr int kGemvWarps = 8;
+
+// One warp per row: lane l reads 16-byte chunks l, l + 32, ... of the row (coalesced 512-byte
+// warp loads, several in flight), then the warp sums its lanes.
+template <class T>
+__global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const T* w, int rows, int chunks, const T* x, float* y) {
+  const int row = blockIdx.x * kGemvWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const uint4* wr = reinterpret_cast<const uint4*>(w) + static_cast<size_t>(row) * chunks;
+  const uint4* xr = reinterpret_cast<const uint4*>(x);
+  float sum = 0;
+#pragma unroll 4
+  for (int c = lane; c < chunks; c += 32) sum += dot16(__ldg(wr + c), __ldg(xr + c), T{});
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if (lane == 0) y[row] = sum;
+}
+
 __global__ void add_kernel(float* x, const float* y, size_t n) {
   const size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
   if (i < n) x[i] += y[i];
@@ -115,6 +149,13 @@ void launch_swiglu(const float* gate, const float* up, size_t n, T* out, cudaStr
   VQ_CUDA_CHECK_LAUNCH("swiglu_kernel");
 }
 
+template <class T>
+void launch_gemv(const T* w, int rows, int cols, const T* x, float* y, cudaStream_t s) {
+  const int chunks = cols * static_cast<int>(sizeof(T)) / 16;
+  gemv_kernel<T><<<(rows + kGemvWarps - 1) / kGemvWarps, kGemvWarps * 32, 0, s>>>(w, rows, chunks, x, y);
+  VQ_CUDA_CHECK_LAUNCH("gemv_kernel");
+}
+
 void launch_add(float* x, const float* y, size_t n, cudaStream_t s) {
   add_kernel<<<blocks_for(n), kBlock, 0, s>>>(x, y, n);
   VQ_CUDA_CHECK_LAUNCH("add_kernel");
@@ -128,7 +169,8 @@ void launch_to_half(const float* x, size_t n, __half* y, cudaStream_t s) {
 #define VQ_DECODER_PRECISION(T)                                                                    \
   template void launch_embed_rows<T>(const T*, const int32_t*, int, int, float*, cudaStream_t);    \
   template void launch_rms_norm<T>(const float*, const float*, int, int, float, T*, cudaStream_t); \
-  template void launch_swiglu<T>(const float*, const float*, size_t, T*, cudaStream_t);
+  template void launch_swiglu<T>(const float*, const float*, size_t, T*, cudaStream_t);        \
+  template void launch_gemv<T>(const T*, int, int, const T*, float*, cudaStream_t);
 VQ_DECODER_PRECISION(__half)
 VQ_DECODER_PRECISION(float)
 #undef VQ_DECODER_PRECISION

@@ -40,6 +40,12 @@ void launch_rope_rows(const RopeRows& r, cudaStream_t s);
 // out = silu(gate) * up, n values (the CPU's g / (1 + exp(-g)) * u).
 template <class T>
 void launch_swiglu(const float* gate, const float* up, size_t n, T* out, cudaStream_t s);
+// y[rows] = w[rows, cols] x[cols] (f32 sums): the decode step's projections, one warp per output
+// row reading the row in 16-byte loads; cols a multiple of 16 / sizeof(T), w and x 16-byte aligned.
+// A step of one token is a matrix-vector product, which cuBLAS's GEMM pays a heuristic for.
+template <class T>
+void launch_gemv(const T* w, int rows, int cols, const T* x, float* y, cudaStream_t s);
+
 // x += y, n values.
 void launch_add(float* x, const float* y, size_t n, cudaStream_t s);
 // y = x as fp16, n values.
