@@ -10,6 +10,7 @@
 
 #include "cache/kv_cache_impl.h"
 #include "core/blas.h"
+#include "core/rope_run.h"
 #include "core/simd.h"
 
 namespace veloxquant {
@@ -61,6 +62,8 @@ void KVCache::Impl::rotated_sink_keys(size_t head, float* k) const {
 void KVCache::Impl::rotate_stream_keys(size_t head, float* k) const {
   if (!pre_rope || rope.dims == 0) return;  // dims 0: appended without RoPE, nothing to rotate
   const size_t d = shape.head_dim, n = keys[head].encoded + keys[head].tail_tokens;
+  // Without a policy the positions are 0..n-1: one run, no cosine and sine per pair and token.
+  if (!policy) return apply_rope_run(rope, k, n, d, 0);
   for (size_t j = 0; j < n; ++j) apply_rope(rope, k + j * d, 1, d, stream_position(head, j));
 }
 
