@@ -6,6 +6,7 @@
 // record is one byte per codebook; missing or mismatched calibration and damaged codes are refused.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -207,6 +208,40 @@ TEST(CommVq, AttendEqualsAttentionOverDecodedThenRotatedKeys) {
       apply_rope(rope, pre.data() + t * row + h * d, 1, d, -static_cast<int64_t>(t));
     }
   EXPECT_GT(max_abs_diff(exact_attention(q.data(), nq, q_heads, pre.data(), values.data(), n, heads, d), truth), 1e-3);
+}
+
+// Under an eviction policy each kept token is rotated to the position it was appended at, not to
+// its place in the shortened cache.
+TEST(CommVq, EvictedCachesRotateEachKeptTokenToItsOwnPosition) {
+  const size_t d = 32, n = 200, nq = 4;
+  const Calibrated cal(kSmall, d);
+  const std::string spec = std::string("h2o:budget=64+") + kSmall;
+  KVCache cache(spec, cal.shape);
+  const RopeParams rope = rope_of(d, RopeLayout::Interleaved);
+  std::vector<int64_t> positions(n);
+  for (size_t t = 0; t < n; ++t) positions[t] = 1000 + static_cast<int64_t>(t);  // a policy takes any positions
+  cache.append(TensorView::f32(cal.keys.data(), {n, 1, d}), TensorView::f32(cal.values.data(), {n, 1, d}), positions, rope);
+  std::vector<float> q(cal.keys.end() - static_cast<std::ptrdiff_t>(nq * d), cal.keys.end()), out(nq * d);
+  cache.attend_observed(TensorView::f32(q.data(), {nq, 1, d}), out.data());
+  cache.evict();
+  const std::vector<int64_t> kept = cache.positions(0);
+  ASSERT_EQ(kept.size(), 64u);
+  ASSERT_GT(kept.back() - kept.front(), 64);  // tokens were dropped from between the kept ones
+  const LayerCodecs codecs = parse_spec(kSmall).method->make(parse_spec(kSmall).params, cal.shape);
+  const auto codec = codecs.key->with_states(codecs.key->fit_streams(cal.keys.data(), 1, 1), 0);
+  const std::vector<float> keys = cache.decode_keys();
+  double worst = 0;
+  for (size_t i = 0; i < kept.size(); ++i) {
+    const auto t = static_cast<size_t>(kept[i] - 1000);
+    std::vector<float> x(d), y(d);
+    for (size_t c = 0; c < d; ++c) x[c] = f16_to_f32(f32_to_f16(cal.keys[t * d + c]));
+    std::vector<uint8_t> codes(codec->code_bytes(1));
+    codec->encode(x.data(), 1, codes.data());
+    codec->decode(codes.data(), 1, y.data());
+    apply_rope(rope, y.data(), 1, d, kept[i]);
+    for (size_t c = 0; c < d; ++c) worst = std::max(worst, std::fabs(static_cast<double>(y[c]) - keys[i * d + c]));
+  }
+  EXPECT_LT(worst, 1e-4);
 }
 
 // Without a policy token i sits at position i: positions that do not count on are refused.
