@@ -10,6 +10,9 @@
 // plain ones: one codebook, trained on pre-RoPE keys, serves every position, and the cache rotates
 // the decoded key to its token's position when it attends (KVCache, MethodInfo::keys_before_rope).
 //
+// Centroid 0 of every codebook is the origin (comm_vq_fit.h): the search picks it for a zero
+// residual, so a zero key is stored and decoded as exactly zero.
+//
 // Record of one token: B u8 centroid indices, codebook order (bits <= 8: one byte each).
 // Shared per layer (state_bytes): every KV head's codebooks, fp16, [B][2^bits][dim]. A stream's
 // own state (fit_streams) is only the u32 index of its KV head, so that states restored from a

@@ -83,8 +83,8 @@ MethodInfo comm_vq_method() {
               "values: turboquant_mse";
   m.params = {
       ParamDef::integer("codebooks", 4, 1, 16, "additive key codebooks (one index each per key)"),
-      ParamDef::integer("bits", 8, 1, 8, "bits per codebook index (2^bits centroids, one byte)"),
-      ParamDef::integer("iters", 10, 0, 100, "EM iterations after the residual k-means start"),
+      ParamDef::integer("bits", 8, 1, 8, "bits per codebook index (2^bits codewords, the first the origin; one byte)"),
+      ParamDef::integer("iters", 10, 0, 100, "EM rounds after seeding each codebook with residual rows"),
       ParamDef::integer("vbits", 4, 1, 8, "value bits per coordinate (turboquant_mse)"),
       ParamDef::text("artifacts", "directory holding the calibration (veloxquant calibrate -o DIR)"),
   };
