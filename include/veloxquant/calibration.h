@@ -28,8 +28,9 @@ class Model;
 inline constexpr uint32_t kCalibrationFormatVersion = 1;
 
 // What one layer's caches were handed over the calibration text, as their codecs see it: keys
-// after RoPE (the cache rotates keys before it encodes them) and values, [tokens, kv_heads,
-// head_dim] row-major.
+// after RoPE (the cache rotates keys before it encodes them), or before it for a method that
+// stores them so (MethodInfo::keys_before_rope), and values, [tokens, kv_heads, head_dim]
+// row-major.
 struct CalibrationSamples {
   std::span<const float> keys, values;
   size_t tokens = 0, kv_heads = 0, head_dim = 0;

@@ -11,6 +11,7 @@
 
 #include "veloxquant/codec.h"
 #include "veloxquant/pair_codec.h"
+#include "veloxquant/rope.h"
 #include "veloxquant/spec.h"
 
 namespace veloxquant {
@@ -31,6 +32,10 @@ struct LayerShape {
   // A calibrated method's fitted parameters for every layer (veloxquant/calibration.h); null
   // until loaded from the spec's artifacts= directory or handed in by the caller.
   std::shared_ptr<const CalibrationArtifact> calibration = nullptr;
+  // The model's RoPE, for a method whose keys are stored before it (MethodInfo::keys_before_rope):
+  // what a cache rotates its keys with until an append hands it the RoPE itself, so that a cache
+  // restored from a session file decodes its keys rotated. dims 0 (no rotation) without a model.
+  RopeParams rope = {};
 };
 
 // The codecs of one layer: one for keys, one for values, and how many of the most recent
@@ -72,6 +77,11 @@ struct MethodInfo {
   // Optional, for calibrated methods: one line on what the calibration in shape.calibration decided
   // for the whole model (ratequant: each layer's bit widths), which `veloxquant calibrate` prints.
   std::function<std::string(const Params&, const LayerShape&)> describe_calibration = {};
+  // Methods whose key codecs take keys BEFORE RoPE (comm_vq: codebooks that commute with RoPE's
+  // rotations serve every position). KVCache then stores keys unrotated, rotates them to their
+  // positions when it attends or decodes them (so every reader sees keys after RoPE, as with
+  // other methods), and calibration hands fit() pre-RoPE keys.
+  bool keys_before_rope = false;
   // Wrappers (ratequant) store tokens with another quantizer, the inner one, written after them:
   // "ratequant:avg=2.5+kivi:group=32", or the wrapper alone for default_inner. check_inner throws
   // SpecError saying why an inner spec cannot be wrapped. parse_spec keeps the inner's canonical

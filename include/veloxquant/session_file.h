@@ -92,8 +92,10 @@ void save_session(const Session& session, std::span<const float> last_logits,
 std::vector<float> restore_session(Session& session, SessionFile file);
 
 // Re-encodes a session's caches with another method: each layer is decoded to f32 and appended
-// to a fresh cache of `kv_spec`. Keys are stored after RoPE by every current method, so they are
-// appended as they are (no second rotation). Writes OUT like save_session.
+// to a fresh cache of `kv_spec`. Decoded keys are after RoPE, so they are appended as they are (no
+// second rotation). Refused when either spec's method stores keys before RoPE
+// (MethodInfo::keys_before_rope): the file does not hold the model's RoPE that needs. Writes OUT
+// like save_session.
 void transcode_session(SessionFile file, std::string_view kv_spec, const std::string& out);
 
 // Cache files: the caches of one or more layers without a model (the Python package's

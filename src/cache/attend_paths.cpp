@@ -10,6 +10,7 @@
 
 #include "cache/kv_cache_impl.h"
 #include "core/blas.h"
+#include "core/rope_run.h"
 #include "core/simd.h"
 
 namespace veloxquant {
@@ -18,7 +19,7 @@ namespace {
 // Per-thread scratch reused across attend calls, so that a long cache does not fault in fresh
 // pages for its score rows at every decode step. Slots 4 and 5 belong to KVCache::attend.
 float* scratch(size_t slot, size_t n) {
-  thread_local std::vector<float> buffers[7];
+  thread_local std::vector<float> buffers[9];
   if (buffers[slot].size() < n) buffers[slot].resize(n);
   return buffers[slot].data();
 }
@@ -58,29 +59,53 @@ void KVCache::Impl::rotated_sink_keys(size_t head, float* k) const {
   for (size_t i = 0; i < sinks; ++i) apply_rope(rope, k + i * d, 1, d, first + static_cast<int64_t>(i));
 }
 
+void KVCache::Impl::rotate_stream_keys(size_t head, float* k) const {
+  if (!pre_rope || rope.dims == 0) return;  // dims 0: appended without RoPE, nothing to rotate
+  const size_t d = shape.head_dim, n = keys[head].encoded + keys[head].tail_tokens;
+  // Without a policy the positions are 0..n-1: one run, no cosine and sine per pair and token.
+  if (!policy) return apply_rope_run(rope, k, n, d, 0);
+  for (size_t j = 0; j < n; ++j) apply_rope(rope, k + j * d, 1, d, stream_position(head, j));
+}
+
 void KVCache::Impl::attend_fused(size_t head, const Rows& q, float* out) const {
   const CacheStream& ks = keys[head];
   const CacheStream& vs = values[head];
   const size_t d = shape.head_dim, rows = q.rows, n = stored(head);
   const size_t enc = ks.encoded, tail = ks.tail_tokens, width = sinks + tail;
   const ScoreRows s{scratch(0, rows * enc), scratch(1, rows * width), enc, sinks, width};
-  if (enc) {
-    const Encoded e = encoded(head, true);
-    e.codec->score(q.q, rows, e.codes, enc, s.head);
-  }
-  if (sinks == 0) {
-    if (tail) fp16.score(q.q, rows, ks.tail.data(), tail, s.tail);
+  if (pre_rope) {
+    // Keys stored before RoPE: decoded, rotated to their positions, then scored. Scoring the
+    // codes straight would need the rotation per token inside the codec.
+    const size_t n_stream = enc + tail;
+    float* k = scratch(7, n_stream * d);
+    float* all = scratch(8, rows * n_stream);
+    decode_stream(ks, encoded(head, true), k);
+    rotate_stream_keys(head, k);
+    simd::dot_f32_rows(q.q, rows, k, n_stream, d, all);
+    for (size_t r = 0; r < rows; ++r) {
+      std::copy_n(all + r * n_stream, enc, s.head + r * enc);
+      std::copy_n(all + r * n_stream + enc, tail, s.tail + r * width + sinks);
+    }
   } else {
-    // Sinks are few: their rotated keys and the tail's scores are laid side by side per row.
-    float* k = scratch(2, std::max(sinks * d, rows * tail));
+    if (enc) {
+      const Encoded e = encoded(head, true);
+      e.codec->score(q.q, rows, e.codes, enc, s.head);
+    }
+    if (tail && sinks == 0) {
+      fp16.score(q.q, rows, ks.tail.data(), tail, s.tail);
+    } else if (tail) {
+      float* part = scratch(2, rows * tail);
+      fp16.score(q.q, rows, ks.tail.data(), tail, part);
+      for (size_t r = 0; r < rows; ++r) std::copy_n(part + r * tail, tail, s.tail + r * width + sinks);
+    }
+  }
+  if (sinks) {
+    // Sinks are few: their rotated keys' scores go first in each row, before the tail's.
+    float* k = scratch(2, sinks * d);
     float* part = scratch(3, rows * sinks);
     rotated_sink_keys(head, k);
     simd::dot_f32_rows(q.q, rows, k, sinks, d, part);
     for (size_t r = 0; r < rows; ++r) std::copy_n(part + r * sinks, sinks, s.tail + r * width);
-    if (tail) {
-      fp16.score(q.q, rows, ks.tail.data(), tail, k);
-      for (size_t r = 0; r < rows; ++r) std::copy_n(k + r * tail, tail, s.tail + r * width + sinks);
-    }
   }
   // Causal softmax in place; masked tokens get weight 0.
   for (size_t r = 0; r < rows; ++r) {

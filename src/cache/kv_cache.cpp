@@ -126,6 +126,8 @@ KVCache::Impl::Impl(Spec s, const LayerShape& sh, std::shared_ptr<CrossLayerCoor
     : spec(std::move(s)), shape(with_calibration(spec, sh)), codecs(spec.method->make(spec.params, shape)),
       fp16(sh.head_dim),
       keys(sh.kv_heads), values(sh.kv_heads) {
+  pre_rope = spec.method->keys_before_rope;
+  rope = sh.rope;
   salient = codecs.key->wants_attention() || codecs.value->wants_attention();
   if (salient) {
     attention.resize(sh.kv_heads);
@@ -371,6 +373,7 @@ void KVCache::Impl::decode_head(size_t head, float* k, float* v) const {
     fp16.decode(sink_values[head].data(), sinks, v);
   }
   decode_stream(keys[head], encoded(head, true), k + sinks * d);
+  rotate_stream_keys(head, k + sinks * d);
   decode_stream(values[head], encoded(head, false), v + sinks * d);
 }
 
@@ -450,8 +453,22 @@ void KVCache::append_checked(const TensorView& k, const TensorView& v,
   // keep their keys before RoPE, to be rotated to their cache positions at attend time.
   const size_t sinks = m.policy && m.tokens < m.policy->sinks()
                            ? std::min(n, m.policy->sinks() - m.tokens) : 0;
-  if (rope) {
-    for (size_t t = sinks; t < n; ++t) apply_rope(*rope, kf.data() + t * row, h, d, positions[t]);
+  // A method that stores keys before RoPE (MethodInfo::keys_before_rope) gets them all as they
+  // come, rotated when they are read; without a policy a token's position is its index in the
+  // cache (stream_position), so the positions must count on from the tokens held.
+  const size_t unrotated = m.pre_rope ? n : sinks;
+  if (rope && m.pre_rope) {
+    for (size_t t = 0; t < n && !m.policy; ++t) {
+      if (positions[t] != static_cast<int64_t>(m.tokens + t)) {
+        throw ShapeError(fmt::format("{}: token {} of the append has position {}; this cache stores "
+                                     "keys before RoPE and rotates token i to position i, so "
+                                     "expected {}", m.spec.to_string(), t, positions[t], m.tokens + t));
+      }
+    }
+    m.rope = m.shape.rope = *rope;  // shape() then tells save_caches the keys need it
+  }
+  if (rope && unrotated < n) {
+    for (size_t t = unrotated; t < n; ++t) apply_rope(*rope, kf.data() + t * row, h, d, positions[t]);
     // RoPE keeps each pair's norm but may move a value near the fp16 limit past it.
     check_storable(kf, "keys after RoPE", m.shape, m.tokens);
   }

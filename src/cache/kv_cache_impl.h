@@ -31,6 +31,10 @@ struct KVCache::Impl {
   // `last_position` rotate them to just before the window at attend time.
   std::vector<std::vector<uint8_t>> sink_keys, sink_values;
   size_t sinks = 0;
+  // Keys stored before RoPE (MethodInfo::keys_before_rope): every key of the streams, codes and
+  // fp16 tail alike, is rotated by `rope` to its position (stream_position) when it is decoded
+  // or scored, the same rotation the sinks get to theirs.
+  bool pre_rope = false;
   RopeParams rope;
   int64_t last_position = -1;
   size_t pending = 0;      // tokens appended since the last evict()
@@ -112,6 +116,14 @@ struct KVCache::Impl {
   void decode_head(size_t head, float* k, float* v) const;
   // The sinks' keys of head h rotated to their cache positions, [sinks, dim].
   void rotated_sink_keys(size_t head, float* k) const;
+  // The position of stream token j of head h (cache order, after the sinks): its appended
+  // position under eviction, else j.
+  int64_t stream_position(size_t head, size_t j) const {
+    return policy ? scores[head].position[sinks + j] : static_cast<int64_t>(j);
+  }
+  // Rotates head h's decoded stream keys ([encoded + tail, dim]) to their positions when the
+  // cache stores keys before RoPE; else leaves them, already rotated.
+  void rotate_stream_keys(size_t head, float* k) const;
   std::vector<float> decode_all(bool keys_wanted) const;
 
   // Attention for the `rows` query rows of one KV head; row r belongs to query token

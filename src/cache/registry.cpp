@@ -1,6 +1,7 @@
 // The one list of compression methods. Adding a method: its own folder under src/codecs/, one
 // line here, and its tests; the CLI, the conformance suite and the benchmarks find it here.
 #include "codecs/cachegen/method.h"
+#include "codecs/comm_vq/method.h"
 #include "codecs/fp16/method.h"
 #include "codecs/gear/method.h"
 #include "codecs/kivi/method.h"
@@ -47,6 +48,7 @@ const std::vector<MethodInfo>& registered_methods() {
       rabitq_method(),
       spectral_method(),
       vecinfer_method(),
+      comm_vq_method(),
       ratequant_method(),
   };
   return all;

@@ -1,5 +1,6 @@
 // The calibration pass: the model runs over text through fp16 caches exactly as perplexity runs
-// it, and what every layer's cache received (keys after RoPE, values) is what the method fits to.
+// it, and what every layer's cache received (keys after RoPE, values) is what the method fits to;
+// a method that stores keys before RoPE gets them rotated back to before it.
 // Reading the caches back costs nothing extra: fp16 is what an fp16 cache would hold anyway.
 #include <fmt/format.h>
 
@@ -55,7 +56,12 @@ CalibrationArtifact calibrate(const Model& model, std::span<const int32_t> token
     session.reset();
     session.eval(batch, Logits::None);
     for (size_t l = 0; l < c.layers; ++l) {
-      const std::vector<float> k = session.caches()[l].decode_keys(), v = session.caches()[l].decode_values();
+      std::vector<float> k = session.caches()[l].decode_keys();
+      const std::vector<float> v = session.caches()[l].decode_values();
+      if (spec.method->keys_before_rope) {
+        // Token t of a chunk sits at position t: R(-t) undoes its rotation (R(t) is orthogonal).
+        for (size_t t = 0; t < ctx; ++t) apply_rope(c.rope, k.data() + t * row, c.kv_heads, c.head_dim, -static_cast<int64_t>(t));
+      }
       keys[l].insert(keys[l].end(), k.begin(), k.end());
       values[l].insert(values[l].end(), v.begin(), v.end());
     }

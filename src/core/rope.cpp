@@ -1,6 +1,7 @@
 #include <cmath>
 #include <string>
 
+#include "core/rope_run.h"
 #include "veloxquant/error.h"
 #include "veloxquant/rope.h"
 
@@ -22,10 +23,7 @@ void apply_rope(const RopeParams& rope, float* x, size_t heads, size_t head_dim,
   thread_local double inv_freq[512];
   if (cached.dims != rope.dims || cached.freq_base != rope.freq_base ||
       cached.freq_scale != rope.freq_scale) {
-    for (size_t i = 0; i < half; ++i) {
-      inv_freq[i] = rope.freq_scale * std::pow(static_cast<double>(rope.freq_base),
-                                               -2.0 * static_cast<double>(i) / rope.dims);
-    }
+    rope_inverse_frequencies(rope, inv_freq);
     cached = rope;
   }
   double cos_t[512], sin_t[512];

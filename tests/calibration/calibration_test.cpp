@@ -150,5 +150,42 @@ TEST(Calibration, CalibratesAModelAndRunsItsSessions) {
                   "expected at least one chunk of 64");
 }
 
+// A method that stores keys before RoPE (comm_vq) is fitted to pre-RoPE keys: with no EM round,
+// its codewords are the origin and rows of the calibration keys, and those rows are the keys the
+// fp16 caches received with their rotation undone (R(-t) at position t), not the rotated ones.
+TEST(Calibration, AMethodThatStoresKeysBeforeRopeIsFittedToThem) {
+  const Model& model = test::stories_model();
+  const ModelConfig& c = model.config();
+  const std::string train = "The cat sat by the window and watched the birds. The sun was warm and the day was long.";
+  const size_t ctx = 16, d = c.head_dim, row = size_t{c.kv_heads} * d, entries = 4;
+  const CalibrationArtifact a = calibrate(model, train, parse_spec("comm_vq:codebooks=1,bits=2,iters=0"),
+                                          {.context = ctx, .max_tokens = ctx});
+  Session s(model, {"fp16", 0});
+  std::vector<int32_t> chunk = model.tokenizer().encode(train, true);
+  chunk.resize(ctx);
+  s.eval(chunk, Logits::None);
+  const size_t layer = c.layers - 1;
+  const std::vector<float> rotated = s.caches()[layer].decode_keys();
+  std::vector<float> before = rotated;
+  for (size_t t = 0; t < ctx; ++t) apply_rope(c.rope, before.data() + t * row, c.kv_heads, d, -static_cast<int64_t>(t));
+  // The row of `keys` (head 0) that codeword e is, or ctx when none is.
+  auto row_of = [&](const std::vector<float>& keys, const float* codeword) {
+    for (size_t t = 0; t < ctx; ++t) {
+      bool same = true;
+      for (size_t i = 0; i < d && same; ++i) same = std::fabs(keys[t * row + i] - codeword[i]) <= 2e-3f * (1 + std::fabs(codeword[i]));
+      if (same) return t;
+    }
+    return ctx;
+  };
+  const std::span<const float> books = a.layers[layer].table(0, "key.codebooks", entries * d);
+  size_t unrotated_rows = 0;
+  for (size_t e = 1; e < entries; ++e) {
+    const size_t t = row_of(before, books.data() + e * d);
+    EXPECT_LT(t, ctx) << "codeword " << e << " is no pre-RoPE key";
+    unrotated_rows += t > 0 && row_of(rotated, books.data() + e * d) == ctx;  // token 0 is not rotated
+  }
+  EXPECT_GT(unrotated_rows, 0u);
+}
+
 }  // namespace
 }  // namespace veloxquant

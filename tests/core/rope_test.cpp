@@ -2,9 +2,11 @@
 // position, the two layouts rotate the pairs they name, linear scaling divides positions.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "core/rope_run.h"
 #include "test_data.h"
 #include "veloxquant/error.h"
 #include "veloxquant/rope.h"
@@ -71,6 +73,38 @@ TEST(Rope, RejectsDimsItCannotRotate) {
   std::vector<float> x(8);
   EXPECT_THROW(apply_rope(RopeParams{7, 10000.0f, 1.0f, RopeLayout::Neox}, x.data(), 1, 8, 0), Error);
   EXPECT_THROW(apply_rope(RopeParams{16, 10000.0f, 1.0f, RopeLayout::Neox}, x.data(), 1, 8, 0), Error);
+}
+
+}  // namespace
+}  // namespace veloxquant
+
+namespace veloxquant {
+namespace {
+
+// A run of consecutive positions (the angle-addition recurrence, re-seeded every 256) rotates
+// each vector as apply_rope does at its own position, far out too, in both layouts and with a
+// partial rotary dimension.
+TEST(Rope, ARunOfPositionsMatchesRotatingEachVector) {
+  const size_t d = 64, n = 1000;
+  for (RopeLayout layout : {RopeLayout::Interleaved, RopeLayout::Neox}) {
+    for (const uint32_t dims : {64u, 32u}) {
+      const RopeParams p{dims, 10000.0f, 1.0f, layout};
+      for (const int64_t first : {int64_t{0}, int64_t{123456}}) {
+        const std::vector<float> x = test::gaussian(n * d, 7);
+        std::vector<float> run = x;
+        apply_rope_run(p, run.data(), n, d, first);
+        double worst = 0;
+        for (size_t j = 0; j < n; ++j) {
+          const std::vector<float> one = rotated({x.begin() + static_cast<std::ptrdiff_t>(j * d),
+                                                  x.begin() + static_cast<std::ptrdiff_t>((j + 1) * d)}, p, first + static_cast<int64_t>(j));
+          for (size_t c = 0; c < d; ++c) worst = std::max(worst, std::fabs(static_cast<double>(one[c]) - run[j * d + c]));
+        }
+        EXPECT_LT(worst, 1e-5) << "dims " << dims << " first " << first;
+      }
+    }
+  }
+  std::vector<float> x(3 * d, 1.0f);
+  EXPECT_THROW(apply_rope_run(RopeParams{65, 10000.0f, 1.0f, RopeLayout::Interleaved}, x.data(), 3, d, 0), Error);
 }
 
 }  // namespace

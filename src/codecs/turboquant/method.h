@@ -16,7 +16,7 @@ MethodInfo turboquant_mse_method();
 enum class TurboQuantStream : uint64_t { KeyRotation = 1, ValueRotation = 2, KeySketch = 3 };
 uint64_t turboquant_stream_seed(const LayerShape& shape, TurboQuantStream stream);
 // The values of the TurboQuant methods and of those that pair their own keys with them (rabitq,
-// spectral, vecinfer): turboquant_mse at the spec's `vbits` with the layer's value rotation.
+// spectral, vecinfer, comm_vq): turboquant_mse at the spec's `vbits` with the layer's value rotation.
 std::unique_ptr<Codec> turboquant_values(const Params& p, const LayerShape& s);
 MethodInfo turboquant_prod_method();
 MethodInfo turboquant_rvq_method();

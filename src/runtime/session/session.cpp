@@ -139,6 +139,7 @@ struct Session::Impl {
     caches.clear();
     LayerShape shape{c.kv_heads, c.head_dim, 0, 0};
     shape.calibration = calibration;
+    shape.rope = c.rope;
     caches = make_layer_caches(spec, shape, static_cast<int>(c.layers));
     importance.assign(caches.front().wants_layer_importance() ? c.layers : 0, 0.0);
     importance_set = false;

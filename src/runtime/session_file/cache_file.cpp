@@ -37,6 +37,13 @@ SavedShape check_savable(std::span<const KVCache* const> caches) {
     throw Error("save_caches: '" + s.spec + "' evicts tokens, and cache files do not hold an eviction "
                 "policy's state; expected a spec without a policy");
   }
+  for (const KVCache* c : caches) {
+    if (c->spec().method->keys_before_rope && c->shape().rope.dims != 0) {
+      throw Error("save_caches: '" + s.spec + "' holds keys before RoPE that are rotated with the "
+                  "model's RoPE, and cache files do not hold it; expected caches appended without "
+                  "RoPE (save the session instead)");
+    }
+  }
   const bool group = caches.size() > 1 || first.cross_layer();
   if (group && caches.size() != static_cast<size_t>(first.shape().layers)) {
     throw Error(fmt::format("save_caches got {} of the {} layers of a '{}' group; expected all of "

@@ -55,9 +55,11 @@ std::vector<uint8_t> read_file(const std::string& path);
 
 // One cache per layer from the parsed streams, each checked against its codecs (FormatError
 // naming the layer and stream otherwise). Throws Error naming both when the artifact the spec
-// loads now is not the one the file lists.
+// loads now is not the one the file lists. `rope`: the model's, for a method that stores keys
+// before RoPE (LayerShape::rope).
 std::vector<KVCache> rebuild_caches(std::vector<SessionFile::Layer> layers, const Spec& spec,
                                     uint64_t codec_seed, const ModelIdentity& model,
-                                    const std::vector<MethodArtifact>& artifacts);
+                                    const std::vector<MethodArtifact>& artifacts,
+                                    const RopeParams& rope = {});
 
 }  // namespace veloxquant::session_file

@@ -41,10 +41,12 @@ std::vector<KVCache> restore_caches(std::vector<KVCache> caches, std::vector<Ses
 
 std::vector<KVCache> rebuild_caches(std::vector<SessionFile::Layer> layers, const Spec& spec,
                                     uint64_t codec_seed, const ModelIdentity& model,
-                                    const std::vector<MethodArtifact>& artifacts) {
+                                    const std::vector<MethodArtifact>& artifacts,
+                                    const RopeParams& rope) {
+  LayerShape shape{model.kv_heads, model.head_dim, 0, codec_seed};
+  shape.rope = rope;
   // Built together, so that the layers of a cross-layer spec are paired again.
-  std::vector<KVCache> caches = make_layer_caches(
-      spec, LayerShape{model.kv_heads, model.head_dim, 0, codec_seed}, static_cast<int>(layers.size()));
+  std::vector<KVCache> caches = make_layer_caches(spec, shape, static_cast<int>(layers.size()));
   return restore_caches(std::move(caches), std::move(layers), artifacts);
 }
 
@@ -70,13 +72,23 @@ std::vector<float> restore_session(Session& session, SessionFile file) {
                             file.tokens.size(), session.context()));
   }
   std::vector<KVCache> caches = session_file::rebuild_caches(std::move(file.layers), current.spec(),
-                                                             file.codec_seed, file.model, file.artifacts);
+                                                             file.codec_seed, file.model, file.artifacts,
+                                                             session.model().config().rope);
   session.restore(std::move(file.tokens), std::move(caches));
   return std::move(file.logits);
 }
 
 void transcode_session(SessionFile file, std::string_view kv_spec, const std::string& out) {
   const Spec target = parse_spec(kv_spec);
+  // A session file does not hold the model's RoPE, which keys stored before it need to be decoded
+  // (the source) or stored (the target) at their positions.
+  for (const Spec& s : {parse_spec(file.kv_spec), target}) {
+    if (s.method->keys_before_rope) {
+      throw Error(fmt::format("transcode: '{}' stores keys before RoPE, and a session file does not "
+                              "hold the model's RoPE to rotate them with; expected methods that "
+                              "store keys after RoPE on both sides", s.to_string()));
+    }
+  }
   if (target.eviction) {
     throw Error("transcode: '" + target.to_string() + "' evicts tokens, and session files do not "
                 "hold an eviction policy's state; expected a spec without a policy");
