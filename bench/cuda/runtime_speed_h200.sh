@@ -7,19 +7,27 @@
 # nvidia-smi's memory.used sampled every 50 ms during each run. Needs the programs
 # bench/cuda/carry_parity.sh puts into .cuda-carry/.
 #
-#   bench/cuda/runtime_speed_h200.sh OUT_DIR [SECONDS]   (stops starting runs after SECONDS, default 420)
+#   bench/cuda/runtime_speed_h200.sh OUT_DIR [SECONDS [MODELS]]
+# SECONDS: no run starts after that many (default 420); MODELS: "llama3", "vq-hd128" or both
+# (default "llama3 vq-hd128").
 # Writes runtime_speed.{jsonl,json,md} into OUT_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:?usage: runtime_speed_h200.sh OUT_DIR [SECONDS]}
 budget=${2:-420}
+models=${3:-llama3 vq-hd128}
 mkdir -p "$out"
 source bench/cuda/carried.sh
 bench=$(carried veloxquant_bench_runtime)
 fixture=$(carried veloxquant_make_fixture)
 llama=build-h200/llama3-8b-attn-2l.gguf
-"$fixture" --type f16 --width 4096 --heads 32 --kv-heads 8 --head-dim 128 --ffn 14336 --layers 2 \
-  --context 131072 "$llama"
+paths=()
+if [[ " $models " == *" llama3 "* ]]; then
+  "$fixture" --type f16 --width 4096 --heads 32 --kv-heads 8 --head-dim 128 --ffn 14336 --layers 2 \
+    --context 131072 "$llama"
+  paths+=("$llama")
+fi
+[[ " $models " == *" vq-hd128 "* ]] && paths+=(models/vq-hd128.gguf)
 specs=(fp16 kivi:kbits=2,vbits=2 turboquant_mse:bits=2,vbits=2 turboquant_prod:bits=2,vbits=2 qjl:vbits=2
        kivi:kbits=4,vbits=4 turboquant_mse:bits=4,vbits=4)
 start=$SECONDS
@@ -46,7 +54,7 @@ measure() {
 # Kernels load at start, not at their first launch inside a timed run (one run per test: a
 # prefill of 128k tokens is the costly part, so no warm-up run repeats it).
 export CUDA_MODULE_LOADING=EAGER
-for model in "$llama" models/vq-hd128.gguf; do
+for model in "${paths[@]}"; do
   for ctx in 4096 32768 131072; do
     for spec in "${specs[@]}"; do
       if (( SECONDS - start > budget )); then echo "runtime_speed: time budget spent; skipping $model $ctx $spec"; continue; fi
@@ -57,4 +65,4 @@ for model in "$llama" models/vq-hd128.gguf; do
   done
 done
 python3 bench/cuda/runtime_speed_report.py --jsonl "$results" --out "$out" \
-  --command "bench/cuda/runtime_speed_h200.sh OUT_DIR $budget"
+  --command "bench/cuda/runtime_speed_h200.sh OUT_DIR $budget '$models'"

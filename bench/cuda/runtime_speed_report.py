@@ -18,11 +18,12 @@ def gpu_name():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--jsonl", required=True)
+    ap.add_argument("--jsonl", required=True, nargs="+", help="one or more runs' results")
+    ap.add_argument("--gpu", help="the GPU's name (default: asked of nvidia-smi)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--command", required=True)
     a = ap.parse_args()
-    runs = [json.loads(line) for line in pathlib.Path(a.jsonl).read_text().splitlines() if line.strip()]
+    runs = [json.loads(line) for f in a.jsonl for line in pathlib.Path(f).read_text().splitlines() if line.strip()]
     table = {}
     for r in runs:
         model = pathlib.Path(r["model"]).stem
@@ -43,7 +44,7 @@ def main():
             "kv_fp16_bytes": dec["kv_fp16_bytes"] if dec else pre["kv_fp16_bytes"] if pre else None,
             "peak_gpu_mib": max((x["peak_gpu_mib"] for x in (dec, pre) if x), default=None),
         })
-    meta = {"command": a.command, "gpu": gpu_name(), "date": datetime.date.today().isoformat(), "batch": 1}
+    meta = {"command": a.command, "gpu": a.gpu or gpu_name(), "date": datetime.date.today().isoformat(), "batch": 1}
     out = pathlib.Path(a.out)
     (out / "runtime_speed.json").write_text(json.dumps({**meta, "rows": rows, "runs": runs}, indent=2))
 
