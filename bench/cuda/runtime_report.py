@@ -6,18 +6,11 @@ import argparse
 import datetime
 import json
 import pathlib
-import subprocess
 import sys
 
+from gpu_name import gpu_name
+
 BOUND = 1e-3  # relative perplexity difference allowed
-
-
-def gpu_name():
-    try:
-        return subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                              capture_output=True, text=True, check=True).stdout.strip().splitlines()[0]
-    except (OSError, subprocess.CalledProcessError, IndexError):
-        return "unknown GPU"
 
 
 def main():

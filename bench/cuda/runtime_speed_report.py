@@ -5,15 +5,8 @@ import argparse
 import datetime
 import json
 import pathlib
-import subprocess
 
-
-def gpu_name():
-    try:
-        return subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                              capture_output=True, text=True, check=True).stdout.strip().splitlines()[0]
-    except (OSError, subprocess.CalledProcessError, IndexError):
-        return "unknown GPU"
+from gpu_name import gpu_name
 
 
 def main():

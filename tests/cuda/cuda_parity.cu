@@ -144,23 +144,35 @@ std::vector<uint16_t> cpu_rows(const std::vector<uint16_t>& x, size_t b, size_t 
   return out;
 }
 
-// Attends on the GPU (poisoned output) and on the CPU caches; accumulates the errors into r.
-void compare_attention(const Case& k, vc::DeviceCache& gpu, std::vector<vq::KVCache>& cpu,
-                       std::mt19937& gen, Result& r) {
-  const size_t d = k.dim, qh = kKvHeads * k.group_heads, n = kBatch * qh * d;
+// n random fp16 queries, and what attend(device queries, device output) writes into an output
+// of n floats poisoned with NaN beforehand; all_written turns false if any element stays NaN.
+template <class Attend>
+std::vector<float> poisoned_attend(std::mt19937& gen, std::vector<uint16_t>& q, size_t n, bool& all_written,
+                                   Attend&& attend) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<uint16_t> q(n);
+  q.resize(n);
   for (auto& x : q) x = vq::f32_to_f16(normal(gen));
   DeviceBuffer<uint16_t> dq(n);
   DeviceBuffer<float> dout(n);
   dq.upload(q);
   VQ_CUDA_CHECK(cudaMemset(dout.ptr, 0xFF, n * sizeof(float)));  // NaN everywhere
-  gpu.attend(dq.ptr, qh, dout.ptr);
+  attend(dq.ptr, dout.ptr);
   VQ_CUDA_CHECK(cudaGetLastError());
   VQ_CUDA_CHECK(cudaDeviceSynchronize());
-  std::vector<float> out(n), ref(n), restored(n);
+  std::vector<float> out(n);
   VQ_CUDA_CHECK(cudaMemcpy(out.data(), dout.ptr, n * sizeof(float), cudaMemcpyDeviceToHost));
-  for (float x : out) r.all_written = r.all_written && std::isfinite(x);
+  for (float x : out) all_written = all_written && std::isfinite(x);
+  return out;
+}
+
+// Attends on the GPU (poisoned output) and on the CPU caches; accumulates the errors into r.
+void compare_attention(const Case& k, vc::DeviceCache& gpu, std::vector<vq::KVCache>& cpu,
+                       std::mt19937& gen, Result& r) {
+  const size_t d = k.dim, qh = kKvHeads * k.group_heads, n = kBatch * qh * d;
+  std::vector<uint16_t> q;
+  const std::vector<float> out = poisoned_attend(gen, q, n, r.all_written,
+                                                 [&](const uint16_t* dq, float* dout) { gpu.attend(dq, qh, dout); });
+  std::vector<float> ref(n), restored(n);
   for (size_t b = 0; b < kBatch; ++b) {
     const auto view = vq::TensorView::f16(q.data() + b * qh * d, {1, qh, d});
     cpu[b].attend(view, ref.data() + b * qh * d, vq::AttendPath::Reference);
@@ -193,19 +205,10 @@ double compare_causal(const Case& k, std::mt19937& gen, bool& all_written) {
   gpu.append(dk.ptr, dv.ptr, nullptr, kPrefill);  // no RoPE: keys as given, like KVCache::append(k, v)
   const std::vector<uint16_t> kb = cpu_rows(keys, 0, kPrefill, d), vb = cpu_rows(values, 0, kPrefill, d);
   cpu.append(vq::TensorView::f16(kb.data(), {kPrefill, kKvHeads, d}), vq::TensorView::f16(vb.data(), {kPrefill, kKvHeads, d}));
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<uint16_t> q(n);
-  for (auto& x : q) x = vq::f32_to_f16(normal(gen));
-  DeviceBuffer<uint16_t> dq(n);
-  DeviceBuffer<float> dout(n);
-  dq.upload(q);
-  VQ_CUDA_CHECK(cudaMemset(dout.ptr, 0xFF, n * sizeof(float)));  // NaN everywhere
-  gpu.attend_causal(dq.ptr, kCausal, qh, dout.ptr);
-  VQ_CUDA_CHECK(cudaGetLastError());
-  VQ_CUDA_CHECK(cudaDeviceSynchronize());
-  std::vector<float> out(n), ref(n);
-  VQ_CUDA_CHECK(cudaMemcpy(out.data(), dout.ptr, n * sizeof(float), cudaMemcpyDeviceToHost));
-  for (float x : out) all_written = all_written && std::isfinite(x);
+  std::vector<uint16_t> q;
+  const std::vector<float> out = poisoned_attend(
+      gen, q, n, all_written, [&](const uint16_t* dq, float* dout) { gpu.attend_causal(dq, kCausal, qh, dout); });
+  std::vector<float> ref(n);
   cpu.attend(vq::TensorView::f16(q.data(), {kCausal, qh, d}), ref.data(), vq::AttendPath::Reference);
   return normalized_error(out, ref);
 }
