@@ -2,18 +2,18 @@
 # Builds the programs the GPU machine runs but cannot build (they link the CPU library, whose
 # dependencies it lacks) on a development machine, for any x86-64-v3 CPU: the CUDA parity test,
 # the `veloxquant` CLI and the runtime benchmark with the CUDA backend (--device cuda), and the
-# fixture writer (random-weight models for the benchmark). OpenBLAS is linked statically
-# (its shared library alone would pass the device tool's 64 MiB limit); each program is copied,
-# stripped and xz-compressed into .cuda-carry/ with the shared libraries it needs, for
-# bench/cuda/run_h200.sh and bench/cuda/runtime_h200.sh (the working tree and the carry share one
-# transfer limit). -ffp-contract=off keeps the CPU codecs' arithmetic unfused, like the kernels'
-# (docs/cuda.md).
+# fixture writer and logit dumper (random-weight models for the benchmark and the logits check).
+# OpenBLAS is linked statically (its shared library alone would pass the device tool's 64 MiB
+# limit); each program is copied, stripped and xz-compressed into .cuda-carry/ with the shared
+# libraries it needs, for bench/cuda/run_h200.sh and bench/cuda/runtime_h200.sh (the working tree
+# and the carry share one transfer limit). -ffp-contract=off keeps the CPU codecs' arithmetic
+# unfused, like the kernels' (docs/cuda.md).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cmake -S . -B build-cuda -G Ninja -DVELOXQUANT_CUDA=ON -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc \
   -DVELOXQUANT_NATIVE=OFF "-DCMAKE_CXX_FLAGS=-march=x86-64-v3 -ffp-contract=off" \
   -DVELOXQUANT_BUILD_TESTS=ON -DVELOXQUANT_BUILD_BENCH=ON >/dev/null
-targets=(veloxquant_cuda_parity veloxquant_cli veloxquant_bench_runtime veloxquant_make_fixture)
+targets=(veloxquant_cuda_parity veloxquant_cli veloxquant_bench_runtime veloxquant_make_fixture veloxquant_dump_logits)
 cmake --build build-cuda -j "$(nproc)" --target "${targets[@]}"
 blas=$(pkg-config --variable=libdir openblas)
 blas=${blas%/}

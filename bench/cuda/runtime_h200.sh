@@ -2,7 +2,8 @@
 # The runtime on the GPU (`--device cuda`) against the CPU runtime, on the GPU machine:
 #  - perplexity of every method with CUDA kernels on the CPU and on the GPU, with f32 weights (the
 #    CPU's arithmetic: must agree within 0.1 %) and with f16 weights (the default: reported);
-#  - greedy continuations with the fp16 cache, which must be the same tokens (both precisions).
+#  - greedy continuations with the fp16 cache, which must be the same tokens (both precisions);
+#  - logits on random-weight fixtures (bench/cuda/gpu_logits.py: OUT_DIR/gpu_logits.{json,md}).
 # Needs the CLI that bench/cuda/carry_parity.sh puts into .cuda-carry/.
 #
 #   bench/cuda/runtime_h200.sh OUT_DIR
@@ -39,4 +40,6 @@ for model in vq-hd128:8 vq-hd64:2; do
   done
 done
 python3 bench/cuda/runtime_report.py --dir "$raw" --out "$out" --command "bench/cuda/runtime_h200.sh OUT_DIR" || status=1
+python3 bench/cuda/gpu_logits.py --fixture-tool "$(carried veloxquant_make_fixture)" \
+  --dump-tool "$(carried veloxquant_dump_logits)" --out "$out" || status=1
 exit $status

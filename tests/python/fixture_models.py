@@ -10,6 +10,8 @@ ARCHS = ("llama", "qwen2")
 TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0")
 ROPE_SCALE = 4.0  # the linear-scaling variant's factor
 SEED = 7
+# The fixture writer's default (width, heads, kv_heads, head_dim, ffn, layers).
+DEFAULT_SHAPE = (64, 4, 2, 16, 96, 2)
 
 
 @dataclass(frozen=True)
@@ -18,11 +20,22 @@ class Variant:
     type: str
     tied: bool = False
     rope_scale: float = 0.0  # 0: no rope.scaling metadata
+    # (width, heads, kv_heads, head_dim, ffn, layers) for --width ... --layers; () keeps the
+    # fixture writer's small default shape.
+    shape: tuple = ()
+
+    @property
+    def sizes(self) -> tuple:
+        """(width, heads, kv_heads, head_dim, ffn, layers) of the written model."""
+        return self.shape or DEFAULT_SHAPE
 
     @property
     def id(self) -> str:
         return "-".join(
-            [self.arch, self.type] + (["tied"] if self.tied else []) + (["linear"] if self.rope_scale else [])
+            [self.arch, self.type]
+            + (["tied"] if self.tied else [])
+            + (["linear"] if self.rope_scale else [])
+            + ([f"hd{self.shape[3]}"] if self.shape else [])
         )
 
 
@@ -33,6 +46,10 @@ VARIANTS = [
     for t in TYPES
     for tied in (False, True)
     for scale in (0.0, ROPE_SCALE)
+] + [
+    # The head dimensions real models use (and the CUDA backend's: 64 and 128), grouped-query.
+    Variant("llama", "f16", shape=(256, 4, 2, 64, 384, 2)),
+    Variant("qwen2", "q8_0", shape=(256, 4, 1, 128, 512, 2)),
 ]
 
 
@@ -44,6 +61,8 @@ def write(tool: str, out_dir: Path, v: Variant) -> tuple[Path, Path]:
         cmd.append("--tied")
     if v.rope_scale:
         cmd += ["--rope-scale", str(v.rope_scale)]
+    for flag, size in zip(("--width", "--heads", "--kv-heads", "--head-dim", "--ffn", "--layers"), v.shape):
+        cmd += [flag, str(size)]
     run = subprocess.run(cmd + [str(gguf)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, f"{' '.join(cmd)} failed ({run.returncode}): {run.stderr}"
     return gguf, manifest

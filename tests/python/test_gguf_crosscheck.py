@@ -17,8 +17,6 @@ import ggml_blocks
 import reference_model
 from fixture_models import VARIANTS, Variant
 
-WIDTH, HEADS, KV_HEADS, HEAD_DIM, FFN, LAYERS = 64, 4, 2, 16, 96, 2
-
 
 def read(fixture_files, variant):
     gguf_path, manifest_path = fixture_files(variant)
@@ -59,6 +57,7 @@ def test_reader_sees_the_manifest(fixture_files, variant):
 def expected_tensors(v: Variant) -> dict[str, tuple[list[int], str]]:
     """llama.cpp's tensor names for the architecture -> (ggml dims, type)."""
     n_vocab = 3 + 256 + 43 if v.arch == "llama" else 256 + 20 + 3
+    WIDTH, HEADS, KV_HEADS, HEAD_DIM, FFN, LAYERS = v.sizes
     q, kv = HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM
     out = {"token_embd.weight": ([WIDTH, n_vocab], v.type), "output_norm.weight": ([WIDTH], "f32")}
     if not v.tied:
@@ -96,6 +95,7 @@ def test_fixture_is_shaped_like_llamacpp(fixture_files, variant):
     meta = reference_model.metadata(reader)
     types = {k: field_types(f) for k, f in reader.fields.items()}
     u32, f32, string = ("uint32", None), ("float32", None), ("string", None)
+    WIDTH, HEADS, KV_HEADS, HEAD_DIM, FFN, LAYERS = variant.sizes
     want = {
         "general.architecture": (string, a),
         f"{a}.block_count": (u32, LAYERS),
@@ -109,6 +109,11 @@ def test_fixture_is_shaped_like_llamacpp(fixture_files, variant):
         f"{a}.attention.layer_norm_rms_epsilon": (f32, float(np.float32(1e-6 if a == "qwen2" else 1e-5))),
         "tokenizer.ggml.model": (string, "gpt2" if a == "qwen2" else "llama"),
     }
+    if HEADS * HEAD_DIM != WIDTH:  # llama.cpp reads the head size from these when heads x head_dim != width
+        want[f"{a}.attention.key_length"] = (u32, HEAD_DIM)
+        want[f"{a}.attention.value_length"] = (u32, HEAD_DIM)
+    else:
+        assert f"{a}.attention.key_length" not in meta
     if variant.rope_scale:
         want[f"{a}.rope.scaling.type"] = (string, "linear")
         want[f"{a}.rope.scaling.factor"] = (f32, variant.rope_scale)
@@ -190,4 +195,4 @@ def test_weights_are_encoded_as_ggml_encodes_them(fixture_files, arch, weight_ty
             bound = amax * 2.0 ** (-11 if weight_type == "f16" else -8)
         assert np.all(err <= bound), f"{name}: error {err.max():.3g} beyond the format's bound"
         checked += 1
-    assert checked == 1 + 1 + 7 * LAYERS  # token_embd, output, 7 matrices per layer
+    assert checked == 1 + 1 + 7 * Variant(arch, weight_type).sizes[5]  # token_embd, output, 7 matrices per layer

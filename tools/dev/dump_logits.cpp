@@ -2,6 +2,7 @@
 // position's logits as a [n, vocab] float32 .npy, for comparison with the numpy reference model
 // (tests/python/reference_model.py).
 //   veloxquant_dump_logits MODEL.gguf --tokens 1,2,3 --out FILE.npy [--kv SPEC] [--decode]
+//       [--device cpu|cuda] [--gpu-weights f16|f32]
 // Without --decode the tokens go through one batched eval (prefill); with it, one eval per token
 // (decode steps), which must give the same logits.
 // Errors print one line on stderr and exit with code 2.
@@ -46,13 +47,15 @@ std::vector<int32_t> parse_tokens(const std::string& text) {
 
 int main(int argc, char** argv) {
   CLI::App app{"Write a model's logits for a token list as a .npy file"};
-  std::string model_path, tokens_text, out, kv = "fp16";
+  std::string model_path, tokens_text, out, kv = "fp16", device = "cpu", gpu_weights = "f16";
   bool decode = false;
   app.add_option("model", model_path, "path of the .gguf model")->required();
   app.add_option("--tokens", tokens_text, "comma-separated token ids")->required();
   app.add_option("--out", out, "path of the .npy file to write")->required();
   app.add_option("--kv", kv, "KV cache spec")->capture_default_str();
   app.add_flag("--decode", decode, "evaluate one token at a time instead of one batch");
+  app.add_option("--device", device, "cpu or cuda")->capture_default_str();
+  app.add_option("--gpu-weights", gpu_weights, "with --device cuda: f16 or f32")->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -65,7 +68,10 @@ int main(int argc, char** argv) {
     const std::vector<int32_t> tokens = parse_tokens(tokens_text);
     veloxquant::Model model = veloxquant::Model::load(model_path);
     const size_t vocab = model.config().vocab;
-    veloxquant::Session session(std::move(model), {.kv_spec = kv, .context = 0});
+    veloxquant::Session session(std::move(model), {.kv_spec = kv,
+                                                   .context = 0,
+                                                   .device = veloxquant::parse_device(device),
+                                                   .gpu_weights = veloxquant::parse_gpu_weights(gpu_weights)});
     std::vector<float> logits;
     if (decode) {
       for (const int32_t& t : tokens) {

@@ -32,6 +32,11 @@ std::vector<std::pair<std::string, GgufValue>> llama_metadata(const LlamaHyperpa
   add(a + ".feed_forward_length", GgufValue(h.ffn));
   add(a + ".attention.head_count", GgufValue(h.heads));
   add(a + ".attention.head_count_kv", GgufValue(h.kv_heads));
+  // llama.cpp takes the head size as width / heads unless these say otherwise.
+  if (h.heads * h.head_dim != h.width) {
+    add(a + ".attention.key_length", GgufValue(h.head_dim));
+    add(a + ".attention.value_length", GgufValue(h.head_dim));
+  }
   add(a + ".attention.layer_norm_rms_epsilon", GgufValue(h.rms_eps));
   add(a + ".rope.freq_base", GgufValue(h.rope_base));
   add(a + ".rope.dimension_count", GgufValue(h.head_dim));

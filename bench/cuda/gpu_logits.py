@@ -1,0 +1,87 @@
+"""Logits of the runtime on the GPU (`--device cuda`) against the CPU runtime's, on random-weight
+fixture models with the head dimensions the CUDA backend runs (64 and 128; llama and qwen2, f16
+and Q8_0 weights, grouped-query), for a prompt evaluated as one batch (prefill) and one token at
+a time (decode), with the fp16 cache. The CPU runtime is itself checked against the numpy
+reference on such fixtures (tests/python/test_runtime_logits.py). Error: max |gpu - cpu| /
+max |cpu| over all [n, vocab] logits. Bounds: f32 weights 2e-3 (the GPU's kernels round the query
+to fp16, 2^-11 relative, which the CPU's attention does not), f16 weights 2e-2 (weights and every
+projection's input rounded to fp16 as well). Writes gpu_logits.json and gpu_logits.md into OUT and
+exits 1 when a bound is passed.
+
+    python3 bench/cuda/gpu_logits.py --fixture-tool T --dump-tool D --out OUT"""
+import argparse
+import json
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+from gpu_name import gpu_name
+
+BOUNDS = {"f32": 2e-3, "f16": 2e-2}
+N_TOKENS = 96
+# (name, arch, weight type, width, heads, kv_heads, head_dim, ffn, layers)
+FIXTURES = [
+    ("llama-f16-hd64", "llama", "f16", 256, 4, 2, 64, 384, 2),
+    ("llama-q8_0-hd128", "llama", "q8_0", 512, 8, 2, 128, 768, 2),
+    ("qwen2-q8_0-hd128", "qwen2", "q8_0", 256, 4, 1, 128, 512, 2),
+]
+
+
+def run(cmd):
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}): {done.stderr.strip()}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--fixture-tool", required=True)
+    ap.add_argument("--dump-tool", required=True)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    rows, ok = [], True
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = pathlib.Path(tmp)
+        for name, arch, wtype, width, heads, kv, hd, ffn, layers in FIXTURES:
+            gguf = tmp / f"{name}.gguf"
+            run([a.fixture_tool, "--arch", arch, "--type", wtype, "--seed", "7", "--width", str(width), "--heads",
+                 str(heads), "--kv-heads", str(kv), "--head-dim", str(hd), "--ffn", str(ffn), "--layers",
+                 str(layers), str(gguf)])
+            tokens = np.random.default_rng(sum(map(ord, name))).integers(3, 256, N_TOKENS)
+            token_list = ",".join(map(str, tokens))
+
+            def dump(tag, *options):
+                out = tmp / f"{name}-{tag}.npy"
+                run([a.dump_tool, str(gguf), "--tokens", token_list, "--out", str(out), *options])
+                return np.load(out).astype(np.float64)
+
+            cpu = dump("cpu")
+            for weights in ("f32", "f16"):
+                for mode in ("prefill", "decode"):
+                    extra = ["--decode"] if mode == "decode" else []
+                    gpu = dump(f"{weights}-{mode}", "--device", "cuda", "--gpu-weights", weights, *extra)
+                    err = float(np.abs(gpu - cpu).max() / np.abs(cpu).max())
+                    top1 = float(np.mean(gpu.argmax(axis=1) == cpu.argmax(axis=1)))
+                    passed = err <= BOUNDS[weights]
+                    ok &= passed
+                    rows.append({"model": name, "weights": weights, "mode": mode, "tokens": N_TOKENS,
+                                 "rel_error": err, "top1_agreement": top1, "bound": BOUNDS[weights], "pass": passed})
+    out = pathlib.Path(a.out)
+    meta = {"command": "python3 bench/cuda/gpu_logits.py (a step of bench/cuda/runtime_h200.sh)", "gpu": gpu_name()}
+    (out / "gpu_logits.json").write_text(json.dumps({**meta, "rows": rows}, indent=2))
+    lines = ["# Logits on the GPU against the CPU runtime (random-weight fixtures)", "",
+             f"`{meta['command']}`, {meta['gpu']}. {N_TOKENS} tokens, fp16 cache; error = max |gpu - cpu| / max |cpu|.", "",
+             "| model | weights | mode | rel. error | top-1 agreement | bound | pass |", "| --- | --- | --- | ---: | ---: | ---: | --- |"]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r['weights']} | {r['mode']} | {r['rel_error']:.2e} | {r['top1_agreement']:.3f} | "
+                     f"{r['bound']:.0e} | {'yes' if r['pass'] else 'NO'} |")
+    (out / "gpu_logits.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
