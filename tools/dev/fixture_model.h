@@ -25,7 +25,7 @@ struct FixtureOptions {
   bool tied = false;              // no output.weight: the output projection reuses token_embd
   uint64_t seed = 0;
   float rope_scale = 0;  // > 0: rope.scaling.type "linear" with this factor
-  FixtureShape shape;
+  FixtureShape shape = {};
 };
 
 struct FixtureTensor {
