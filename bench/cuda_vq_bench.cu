@@ -8,7 +8,10 @@
 //    decoding the keys to fp16 rows (codebook gather) and a dot-product kernel;
 //  - RaBitQ scores (nlist 16), same shape: rabitq_scores against decoding (centroid plus scaled
 //    signs) to fp16 rows and the same dot kernel. The bench takes the rotation P = I, so the
-//    decoded rows live in the space of the query as given and both paths compute one thing.
+//    decoded rows live in the space of the query as given and both paths compute one thing;
+//  - CommVQ keys of 8 KV heads over N tokens (4 codebooks of 256 centroids, RoPE over every pair
+//    at positions 0..N-1): comm_vq_gather_rope against a gather kernel writing the unrotated sums
+//    and a RoPE kernel rotating them in place (the same arithmetic, so the results are equal).
 // Writes OUT_DIR/cuda_vq.json and OUT_DIR/cuda_vq.md.
 //
 //   veloxquant_cuda_vq_bench --out OUT_DIR [--iters N>=50]
@@ -32,6 +35,7 @@
 #include <vector>
 
 #include "cuda/common/check.cuh"
+#include "cuda/common/device_math.cuh"
 #include "cuda_bench_util.cuh"
 #include "veloxquant/cuda_vq.h"
 
@@ -44,6 +48,7 @@ namespace {
 
 constexpr size_t kDim = 128, kKvHeads = 8, kGroup = 8, kDims = 8, kCentroids = 256, kNlist = 16;
 constexpr size_t kSub = kDim / kDims;
+constexpr size_t kBooks = 4, kEntries = 256;  // CommVQ's defaults
 constexpr int kThreads = 256;
 
 // ---- random inputs ----
@@ -161,6 +166,29 @@ __global__ void dot_rows(const __half* rows, const float* q, size_t tokens, floa
   for (size_t g = 0; g < kGroup; ++g) scores[(h * kGroup + g) * tokens + t] = acc[g];
 }
 
+// ---- plain CommVQ: gather, then RoPE ----
+
+// One thread per (KV head, token, channel): the centroid sum in codebook order.
+__global__ void gather_sums(const uint8_t* codes, const float* books, size_t n, float* out) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < kKvHeads * n * kDim; i += size_t(gridDim.x) * blockDim.x) {
+    const size_t c = i % kDim, row = i / kDim, h = row / n;
+    const uint8_t* code = codes + row * kBooks;
+    float sum = 0;
+    for (size_t b = 0; b < kBooks; ++b) sum = __fadd_rn(sum, books[((h * kBooks + b) * kEntries + code[b]) * kDim + c]);
+    out[i] = sum;
+  }
+}
+
+// One thread per (row, pair): the adjacent pairs of every row rotated in place, token t of each
+// KV head at position t.
+__global__ void rope_in_place(float* x, size_t n, const double* inv_freq) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < kKvHeads * n * kDim / 2; i += size_t(gridDim.x) * blockDim.x) {
+    const size_t pair = i % (kDim / 2), row = i / (kDim / 2);
+    float* v = x + row * kDim + 2 * pair;
+    vc::rope_pair(v[0], v[1], inv_freq[pair], static_cast<int64_t>(row % n));
+  }
+}
+
 unsigned blocks_for(size_t n) { return static_cast<unsigned>(std::min<size_t>((n + kThreads - 1) / kThreads, 65536)); }
 
 size_t copies_for(size_t bytes) { return std::max<size_t>(1, std::min<size_t>(8, (3 * kL2Bytes + bytes - 1) / bytes)); }
@@ -269,6 +297,40 @@ Row bench_rabitq(size_t n, int iters) {
           record_bytes + cent_floats * 4 + row_bytes + q_floats * 4, row_bytes + out * 4, check};
 }
 
+Row bench_comm_vq(size_t n, int iters) {
+  const size_t code_bytes = kKvHeads * n * kBooks, book_floats = kKvHeads * kBooks * kEntries * kDim;
+  const size_t out = kKvHeads * n * kDim;
+  const size_t copies = copies_for(code_bytes);
+  DeviceBuffer<uint8_t> codes(copies * code_bytes);
+  DeviceBuffer<float> books(book_floats), fused(out), plain(out);
+  DeviceBuffer<int64_t> positions(n);
+  DeviceBuffer<double> inv_freq(kDim / 2);
+  fill_bytes<<<1024, kThreads>>>(codes.ptr, copies * code_bytes, 9, kEntries);
+  fill_normal<<<64, kThreads>>>(books.ptr, book_floats, 10, 0.5f);
+  VQ_CUDA_CHECK_LAUNCH("fill");
+  std::vector<int64_t> pos(n);
+  for (size_t t = 0; t < n; ++t) pos[t] = static_cast<int64_t>(t);
+  VQ_CUDA_CHECK(cudaMemcpy(positions.ptr, pos.data(), n * sizeof(int64_t), cudaMemcpyHostToDevice));
+  veloxquant::RopeParams rope;
+  rope.dims = kDim;
+  std::vector<double> freq(kDim / 2);
+  for (size_t i = 0; i < kDim / 2; ++i) freq[i] = std::pow(10000.0, -2.0 * static_cast<double>(i) / kDim);
+  VQ_CUDA_CHECK(cudaMemcpy(inv_freq.ptr, freq.data(), freq.size() * sizeof(double), cudaMemcpyHostToDevice));
+  const double fused_us = median_us(5, iters, [&](int i) {
+    vc::comm_vq_gather_rope(codes.ptr + i % copies * code_bytes, books.ptr, kBooks, kEntries, positions.ptr, rope,
+                            kKvHeads, n, kDim, fused.ptr);
+  });
+  const double plain_us = median_us(5, iters, [&](int i) {
+    gather_sums<<<blocks_for(out), kThreads>>>(codes.ptr + i % copies * code_bytes, books.ptr, n, plain.ptr);
+    rope_in_place<<<blocks_for(out / 2), kThreads>>>(plain.ptr, n, inv_freq.ptr);
+  });
+  VQ_CUDA_CHECK_LAUNCH("plain CommVQ");
+  char check[96];
+  std::snprintf(check, sizeof check, "normalized difference %.1e", normalized_difference(fused.ptr, plain.ptr, out));
+  return {"comm_vq_gather_rope", n, fused_us, plain_us, code_bytes + book_floats * 4 + n * 8, out * 4,
+          code_bytes + book_floats * 4 + out * 4, 2 * out * 4, check};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -294,7 +356,8 @@ int main(int argc, char** argv) {
       rows.push_back(bench_assign(n, iters));
       rows.push_back(bench_adc(n, iters));
       rows.push_back(bench_rabitq(n, iters));
-      for (size_t r = rows.size() - 3; r < rows.size(); ++r)
+      rows.push_back(bench_comm_vq(n, iters));
+      for (size_t r = rows.size() - 4; r < rows.size(); ++r)
         std::printf("%-13s N=%-6zu fused %9.1f us  plain %9.1f us  %5.2fx  %s\n", rows[r].kernel.c_str(), n,
                     rows[r].fused_us, rows[r].plain_us, rows[r].plain_us / rows[r].fused_us, rows[r].check.c_str());
       std::fflush(stdout);
@@ -320,12 +383,14 @@ int main(int argc, char** argv) {
   std::fprintf(md, "# CUDA vector-quantization kernels against plain implementations\n\n"
                "`veloxquant_cuda_vq_bench --out OUT_DIR` (a step of `bench/cuda/run_h200.sh`), %s, %s. head_dim %zu; assignment: N rows, "
                "%zu-dim sub-vectors, %zu centroids; scores: %zu KV heads x %zu query heads, N tokens (VecInfer %zu-dim "
-               "sub-vectors, %zu centroids; RaBitQ nlist %zu). Median of %d calls (CUDA events, after warm-up), "
+               "sub-vectors, %zu centroids; RaBitQ nlist %zu); CommVQ keys: %zu KV heads x N tokens, %zu codebooks of %zu "
+               "centroids, RoPE at positions 0..N-1. Median of %d calls (CUDA events, after warm-up), "
                "inputs from HBM. GB/s on the bytes each path reads (the plain paths' intermediate included).\n\n"
                "| kernel | N | fused µs | fused GB/s | plain µs | plain GB/s | speed-up | fused read / written MB | "
                "plain read / written MB | fused vs plain |\n"
                "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n",
-               prop.name, date, kDim, kDims, kCentroids, kKvHeads, kGroup, kDims, kCentroids, kNlist, iters);
+               prop.name, date, kDim, kDims, kCentroids, kKvHeads, kGroup, kDims, kCentroids, kNlist, kKvHeads, kBooks,
+               kEntries, iters);
   for (size_t r = 0; r < rows.size(); ++r) {
     const Row& w = rows[r];
     std::fprintf(json, "    {\"kernel\": \"%s\", \"n\": %zu, \"fused_us\": %.2f, \"plain_us\": %.2f, \"speedup\": %.3f, "

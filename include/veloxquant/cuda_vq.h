@@ -6,6 +6,8 @@
 //    distance tensor is written.
 //  - vq_adc_scores(): VecInfer's asymmetric distance computation, scores straight from the codes.
 //  - rabitq_scores(): RaBitQ's estimator (src/codecs/rabitq/) from its records.
+//  - comm_vq_gather_rope(): CommVQ's keys (src/codecs/comm_vq/) as attention reads them: the sum
+//    of each token's centroids, rotated by RoPE to its position, in one pass.
 // Both scorers build per-query tables in shared memory (query . centroid products; for RaBitQ also
 // the +-1 sums of every byte of sign bits) and sum one lookup per code byte of a token.
 // Kernels, bounds and measured figures: docs/cuda.md. This header needs no CUDA headers: device
@@ -15,6 +17,8 @@
 
 #include <cstddef>
 #include <cstdint>
+
+#include "veloxquant/rope.h"
 
 namespace veloxquant::cuda {
 
@@ -50,6 +54,17 @@ void vq_adc_scores(const float* q, const float* codebooks, const uint8_t* codes,
 void rabitq_scores(const float* q, const float* rotated_q, const float* centroids, size_t nlist,
                    const uint8_t* records, const ScoreShape& shape, float* scores,
                    void* stream = nullptr);
+
+// CommVQ: codes device u8 [kv_heads, tokens, books] (the codec's records: one centroid index per
+// codebook); codebooks device f32 [kv_heads][books][entries][dim]; positions device int64
+// [tokens]; out device f32 [kv_heads, tokens, dim]. out[h, t] = R(positions[t]) sum_b
+// c_{h,b,codes[h,t,b]}: the centroids summed in codebook order in f32 as comm_vq::decode_sum does,
+// then each coordinate pair rotated as apply_rope rotates it (angles in double, rope.layout's
+// pairs over rope.dims), before the only write. dim even and at most 256, rope.dims <= dim,
+// 1 <= books, 1 <= entries <= 256.
+void comm_vq_gather_rope(const uint8_t* codes, const float* codebooks, size_t books, size_t entries,
+                         const int64_t* positions, const RopeParams& rope, size_t kv_heads,
+                         size_t tokens, size_t dim, float* out, void* stream = nullptr);
 
 // Bytes of one RaBitQ record of head_dim `dim`.
 inline size_t rabitq_record_bytes(size_t dim) { return 4 + dim / 8 + 1; }

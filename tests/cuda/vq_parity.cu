@@ -12,6 +12,10 @@
 //  - rabitq_scores: RabitqKeyCodec::score (IVF fitted to the keys). The centroid term is formed in
 //    the CPU's order; the sign term sums per byte and then over bytes where the CPU sums SIMD
 //    lanes, so it agrees to rounding: kRabitqBound, normalized.
+//  - comm_vq_gather_rope: comm_vq::decode_sum of each token's codes, then apply_rope at its
+//    position, as the CPU cache reads CommVQ keys. The sum is formed in the same order; the
+//    angles' sine and cosine come from CUDA's double sincos rather than the C library's, which
+//    may differ in the last bit of a double: kCommVqBound, normalized.
 // Score outputs are poisoned with NaN and every element must be finite; codes are written twice,
 // over poisons 0x00 and 0xFF, and must agree (a code left unwritten would differ).
 #include <cuda_runtime.h>
@@ -23,12 +27,14 @@
 #include <string>
 #include <vector>
 
+#include "codecs/comm_vq/comm_vq_key_codec.h"
 #include "codecs/rabitq/rabitq_key_codec.h"
 #include "codecs/vecinfer/key_transform.h"
 #include "codecs/vecinfer/vecinfer_key_codec.h"
 #include "core/rotation.h"
 #include "parity_util.h"
 #include "veloxquant/cuda_vq.h"
+#include "veloxquant/rope.h"
 #include "veloxquant/tensor.h"
 #include "vq_parity.h"
 
@@ -41,7 +47,7 @@ namespace {
 constexpr size_t kKvHeads = 2, kTokens = 3001;  // not a multiple of any block's threads
 // Each f32 distance is a sum of at most 16 rounded squares: relative error below 16 * 2^-24 ~ 1e-6.
 constexpr double kTieTolerance = 4e-6;
-constexpr double kAdcBound = 1e-6, kRabitqBound = 1e-5;
+constexpr double kAdcBound = 1e-6, kRabitqBound = 1e-5, kCommVqBound = 1e-6;
 constexpr uint64_t kRabitqRotationSeed = 7, kRabitqClusterSeed = 11;
 
 struct Case {
@@ -205,6 +211,82 @@ Outcome run_rabitq(const Case& k, std::mt19937& gen) {
   return o;
 }
 
+struct CommVqCase {
+  std::string name;
+  size_t dim, books, entries;
+  vq::RopeParams rope;
+};
+
+// Random fp16 codebooks (as the codec stores them), codes and positions up to 5e5; the GPU's keys
+// against decode_sum and apply_rope per token.
+Outcome run_comm_vq(const CommVqCase& k, std::mt19937& gen) {
+  const size_t d = k.dim, book_floats = k.books * k.entries * d;
+  std::vector<float> books = random_normal(gen, kKvHeads * book_floats);
+  for (float& x : books) x = vq::f16_to_f32(vq::f32_to_f16(x));
+  std::uniform_int_distribution<int> code(0, static_cast<int>(k.entries) - 1);
+  std::uniform_int_distribution<int64_t> position(0, 500000);
+  std::vector<uint8_t> codes(kKvHeads * kTokens * k.books);
+  for (uint8_t& c : codes) c = static_cast<uint8_t>(code(gen));
+  std::vector<int64_t> positions(kTokens);
+  for (int64_t& p : positions) p = position(gen);
+  std::vector<float> ref(kKvHeads * kTokens * d);
+  for (size_t h = 0; h < kKvHeads; ++h)
+    for (size_t t = 0; t < kTokens; ++t) {
+      float* key = ref.data() + (h * kTokens + t) * d;
+      vq::comm_vq::decode_sum(codes.data() + (h * kTokens + t) * k.books, books.data() + h * book_floats, k.books,
+                              k.entries, d, key);
+      vq::apply_rope(k.rope, key, 1, d, positions[t]);
+    }
+  DeviceBuffer<uint8_t> dcodes(codes.size());
+  DeviceBuffer<float> dbooks(books.size()), out(ref.size());
+  DeviceBuffer<int64_t> dpos(positions.size());
+  dcodes.upload(codes), dbooks.upload(books), dpos.upload(positions);
+  VQ_CUDA_CHECK(cudaMemset(out.ptr, 0xFF, ref.size() * sizeof(float)));  // NaN everywhere
+  vc::comm_vq_gather_rope(dcodes.ptr, dbooks.ptr, k.books, k.entries, dpos.ptr, k.rope, kKvHeads, kTokens, d, out.ptr);
+  VQ_CUDA_CHECK(cudaGetLastError());
+  VQ_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> gpu(ref.size());
+  VQ_CUDA_CHECK(cudaMemcpy(gpu.data(), out.ptr, gpu.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  Outcome o;
+  o.bound = kCommVqBound;
+  compare_scores(gpu, ref, o);
+  return o;
+}
+
+vq::RopeParams rope_of(uint32_t dims, vq::RopeLayout layout) {
+  vq::RopeParams r;
+  r.dims = dims;
+  r.freq_base = 10000.0f;
+  r.layout = layout;
+  return r;
+}
+
+bool run_comm_vq_parity(std::mt19937& gen) {
+  const std::vector<CommVqCase> cases = {
+      {"comm_vq d128 B4 c256", 128, 4, 256, rope_of(128, vq::RopeLayout::Interleaved)},
+      {"comm_vq d128 B8 c64 neox", 128, 8, 64, rope_of(128, vq::RopeLayout::Neox)},
+      {"comm_vq d64 B4 c256 half-rope", 64, 4, 256, rope_of(32, vq::RopeLayout::Interleaved)},
+      {"comm_vq d64 B2 c16 neox half-rope", 64, 2, 16, rope_of(32, vq::RopeLayout::Neox)},
+  };
+  bool ok = true;
+  std::printf("\n| case | key err (normalized) | max abs err | bound | all written | result |\n");
+  std::printf("| --- | ---: | ---: | ---: | --- | --- |\n");
+  for (const CommVqCase& k : cases) {
+    try {
+      const Outcome o = run_comm_vq(k, gen);
+      const bool pass = o.err <= o.bound && o.all_written;
+      ok = ok && pass;
+      std::printf("| %s | %.2e | %.2e | %.0e | %s | %s |\n", k.name.c_str(), o.err, o.max_abs, o.bound,
+                  o.all_written ? "yes" : "NO", pass ? "pass" : "FAIL");
+    } catch (const std::exception& e) {
+      ok = false;
+      std::printf("| %s | error: %s | | | | FAIL |\n", k.name.c_str(), e.what());
+    }
+    std::fflush(stdout);
+  }
+  return ok;
+}
+
 }  // namespace
 
 bool run_vq_parity(std::mt19937& gen) {
@@ -237,5 +319,5 @@ bool run_vq_parity(std::mt19937& gen) {
     }
     std::fflush(stdout);
   }
-  return ok;
+  return run_comm_vq_parity(gen) && ok;
 }
