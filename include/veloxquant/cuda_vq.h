@@ -60,7 +60,7 @@ void rabitq_scores(const float* q, const float* rotated_q, const float* centroid
 // [tokens]; out device f32 [kv_heads, tokens, dim]. out[h, t] = R(positions[t]) sum_b
 // c_{h,b,codes[h,t,b]}: the centroids summed in codebook order in f32 as comm_vq::decode_sum does,
 // then each coordinate pair rotated as apply_rope rotates it (angles in double, rope.layout's
-// pairs over rope.dims), before the only write. dim even and at most 256, rope.dims <= dim,
+// pairs over rope.dims), before the only write. dim a multiple of 4 up to 256, rope.dims <= dim,
 // 1 <= books, 1 <= entries <= 256.
 void comm_vq_gather_rope(const uint8_t* codes, const float* codebooks, size_t books, size_t entries,
                          const int64_t* positions, const RopeParams& rope, size_t kv_heads,
