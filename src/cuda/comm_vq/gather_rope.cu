@@ -1,8 +1,9 @@
-// CommVQ's keys at attention time (veloxquant/cuda_vq.h, comm_vq_gather_rope): one warp per
-// (token, KV head) sums the token's centroids, each lane a stripe of channels read as float4 from
-// the codebooks (the centroid rows are contiguous: coalesced), stages the sum in shared memory so
-// that a lane can read both coordinates of its pairs (NeoX pairs lie d/2 apart), rotates them with
-// the CPU's double-precision angles and writes the key once. The unfused path, a gather that
+// CommVQ's keys at attention time (veloxquant/cuda_vq.h, comm_vq_gather_rope): a block of 8 warps
+// takes 8 tokens, computes their rotation angles once for all KV heads, then each warp, for each
+// KV head in turn, sums its token's centroids (each lane a stripe of channels read as float4 from
+// the codebooks: the centroid rows are contiguous, so coalesced), stages the sum in shared memory
+// so that a lane can read both coordinates of its pairs (NeoX pairs lie d/2 apart), rotates them
+// with the CPU's double-precision angles and writes the key once. The unfused path, a gather that
 // writes unrotated keys and a RoPE pass that reads and rewrites them, moves twice the bytes.
 #include <cmath>
 #include <string>
@@ -25,36 +26,49 @@ struct RopeTable {
 };
 
 __global__ void __launch_bounds__(kWarps * kWarp) gather_rope_kernel(const uint8_t* codes, const float* codebooks,
-                                                                     int books, int entries, const int64_t* positions,
-                                                                     RopeTable rope, int tokens, int dim, float* out) {
+                                                                     int books, int entries, int kv_heads,
+                                                                     const int64_t* positions, RopeTable rope,
+                                                                     int tokens, int dim, float* out) {
   __shared__ float rows[kWarps][kMaxDim];
+  __shared__ double cosines[kWarps][kMaxDim / 2], sines[kWarps][kMaxDim / 2];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int t = blockIdx.x * kWarps + warp, h = blockIdx.y;
+  const int first = blockIdx.x * kWarps, t = first + warp;
+  // The angles depend on the token alone: computed once here for the block's tokens and shared
+  // by every KV head (double-precision sincos is what bounds this kernel).
+  for (int i = threadIdx.x; i < kWarps * rope.half; i += kWarps * kWarp) {
+    const int w = i / rope.half, pair = i % rope.half;
+    if (first + w >= tokens) continue;
+    const double angle = __dmul_rn(static_cast<double>(positions[first + w]), rope.inv_freq[pair]);
+    sincos(angle, &sines[w][pair], &cosines[w][pair]);
+  }
+  __syncthreads();
   if (t >= tokens) return;
-  const uint8_t* code = codes + (static_cast<size_t>(h) * tokens + t) * books;
-  const float* book = codebooks + static_cast<size_t>(h) * books * entries * dim;
   float* row = rows[warp];
-  for (int c = 4 * lane; c < dim; c += 4 * kWarp) {
-    float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int b = 0; b < books; ++b) {
-      const float4 v = __ldg(reinterpret_cast<const float4*>(book + (static_cast<size_t>(b) * entries + code[b]) * dim + c));
-      sum.x = __fadd_rn(sum.x, v.x), sum.y = __fadd_rn(sum.y, v.y);
-      sum.z = __fadd_rn(sum.z, v.z), sum.w = __fadd_rn(sum.w, v.w);
+  for (int h = 0; h < kv_heads; ++h) {
+    const uint8_t* code = codes + (static_cast<size_t>(h) * tokens + t) * books;
+    const float* book = codebooks + static_cast<size_t>(h) * books * entries * dim;
+    for (int c = 4 * lane; c < dim; c += 4 * kWarp) {
+      float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      for (int b = 0; b < books; ++b) {
+        const float4 v = __ldg(reinterpret_cast<const float4*>(book + (static_cast<size_t>(b) * entries + code[b]) * dim + c));
+        sum.x = __fadd_rn(sum.x, v.x), sum.y = __fadd_rn(sum.y, v.y);
+        sum.z = __fadd_rn(sum.z, v.z), sum.w = __fadd_rn(sum.w, v.w);
+      }
+      *reinterpret_cast<float4*>(row + c) = sum;
     }
-    *reinterpret_cast<float4*>(row + c) = sum;
+    __syncwarp();
+    float* key = out + (static_cast<size_t>(h) * tokens + t) * dim;
+    // Pair i: coordinates (2i, 2i + 1), or (i, i + half) for NeoX; either way the pairs cover the
+    // first rope.dims channels and the rest are copied as they are.
+    for (int i = lane; i < rope.half; i += kWarp) {
+      const int a = rope.neox ? i : 2 * i, b = rope.neox ? i + rope.half : 2 * i + 1;
+      float x0 = row[a], x1 = row[b];
+      rotate_pair(x0, x1, cosines[warp][i], sines[warp][i]);
+      key[a] = x0, key[b] = x1;
+    }
+    for (int c = 2 * rope.half + lane; c < dim; c += kWarp) key[c] = row[c];
+    __syncwarp();  // the row is rewritten for the next head
   }
-  __syncwarp();
-  float* key = out + (static_cast<size_t>(h) * tokens + t) * dim;
-  const int64_t pos = positions[t];
-  // Pair i: coordinates (2i, 2i + 1), or (i, i + half) for NeoX; either way the pairs cover the
-  // first rope.dims channels and the rest are copied as they are.
-  for (int i = lane; i < rope.half; i += kWarp) {
-    const int a = rope.neox ? i : 2 * i, b = rope.neox ? i + rope.half : 2 * i + 1;
-    float x0 = row[a], x1 = row[b];
-    rope_pair(x0, x1, rope.inv_freq[i], pos);
-    key[a] = x0, key[b] = x1;
-  }
-  for (int c = 2 * rope.half + lane; c < dim; c += kWarp) key[c] = row[c];
 }
 
 }  // namespace
@@ -74,9 +88,7 @@ void comm_vq_gather_rope(const uint8_t* codes, const float* codebooks, size_t bo
     throw Error("comm_vq_gather_rope: " + std::to_string(books) + " codebooks of " + std::to_string(entries) +
                 " centroids; expected at least 1 codebook of 1 to 256 (u8 codes)");
   }
-  if (kv_heads == 0 || kv_heads > 65535) {
-    throw Error("comm_vq_gather_rope: " + std::to_string(kv_heads) + " KV heads; expected 1 to 65535");
-  }
+  if (kv_heads == 0) throw Error("comm_vq_gather_rope: 0 KV heads; expected at least 1");
   if (tokens == 0) return;
   RopeTable table;
   table.half = static_cast<int>(rope.dims / 2);
@@ -85,9 +97,9 @@ void comm_vq_gather_rope(const uint8_t* codes, const float* codebooks, size_t bo
     table.inv_freq[i] = rope.freq_scale * std::pow(static_cast<double>(rope.freq_base),
                                                    -2.0 * static_cast<double>(i) / rope.dims);
   }
-  const dim3 grid(static_cast<unsigned>((tokens + kWarps - 1) / kWarps), static_cast<unsigned>(kv_heads));
-  gather_rope_kernel<<<grid, kWarps * kWarp, 0, static_cast<cudaStream_t>(stream)>>>(
-      codes, codebooks, static_cast<int>(books), static_cast<int>(entries), positions, table,
+  const unsigned blocks = static_cast<unsigned>((tokens + kWarps - 1) / kWarps);
+  gather_rope_kernel<<<blocks, kWarps * kWarp, 0, static_cast<cudaStream_t>(stream)>>>(
+      codes, codebooks, static_cast<int>(books), static_cast<int>(entries), static_cast<int>(kv_heads), positions, table,
       static_cast<int>(tokens), static_cast<int>(dim), out);
   VQ_CUDA_CHECK_LAUNCH("gather_rope_kernel");
 }

@@ -57,16 +57,20 @@ __device__ inline float small_code_to_float(unsigned c) {
   return __uint_as_float(0x4B000000u | c) - 8388608.0f;
 }
 
-// One rotated pair (x0, x1) of the CPU's apply_rope: angles and products in double, rounded
-// once to float. The operations are spelled out (_rn intrinsics) so nvcc cannot contract them
-// into fused multiply-adds, which the CPU build without FMA does not do either.
-__device__ inline void rope_pair(float& x0, float& x1, double inv_freq, int64_t pos) {
-  const double angle = __dmul_rn(static_cast<double>(pos), inv_freq);
-  double s, c;
-  sincos(angle, &s, &c);
+// (x0, x1) rotated by the angle of cosine c and sine s: products and sums in double, rounded once
+// to float, as the CPU's apply_rope does. The operations are spelled out (_rn intrinsics) so nvcc
+// cannot contract them into fused multiply-adds, which the CPU build without FMA does not do either.
+__device__ inline void rotate_pair(float& x0, float& x1, double c, double s) {
   const double a = x0, b = x1;
   x0 = static_cast<float>(__dsub_rn(__dmul_rn(a, c), __dmul_rn(b, s)));
   x1 = static_cast<float>(__dadd_rn(__dmul_rn(a, s), __dmul_rn(b, c)));
+}
+
+// One rotated pair of the CPU's apply_rope: the angle pos * inv_freq in double.
+__device__ inline void rope_pair(float& x0, float& x1, double inv_freq, int64_t pos) {
+  double s, c;
+  sincos(__dmul_rn(static_cast<double>(pos), inv_freq), &s, &c);
+  rotate_pair(x0, x1, c, s);
 }
 
 }  // namespace veloxquant::cuda
