@@ -104,9 +104,10 @@ class DeviceCache {
   // of kv_heads, at most 8 per KV head, post-RoPE); out device f32 [batch, q_heads, head_dim].
   // Softmax scale 1/sqrt(head_dim). Two launches: the split pass and the reduction.
   void attend(const uint16_t* q, size_t q_heads, float* out, void* stream = nullptr);
-  // A prompt's queries, as KVCache::attend takes them: q device fp16 [nq, q_heads, head_dim] for
-  // the newest nq tokens held, query i seeing tokens [0, tokens() - nq + i] (causal); out device
-  // f32 [nq, q_heads, head_dim]. Two launches, as attend(). Batch 1 when nq > 1.
+  // A prompt's queries, as KVCache::attend takes them, for every sequence: q device fp16
+  // [nq, batch, q_heads, head_dim] for the newest nq tokens held, query i of each sequence seeing
+  // its tokens [0, tokens() - nq + i] (causal); out device f32 [nq, batch, q_heads, head_dim].
+  // Two launches, as attend(); nq 1 is attend().
   void attend_causal(const uint16_t* q, size_t nq, size_t q_heads, float* out, void* stream = nullptr);
 
   size_t tokens() const;

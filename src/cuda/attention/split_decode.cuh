@@ -53,9 +53,10 @@ __device__ void write_partial(const AttendParams& p, const float* o, const float
   }
 }
 
-// The launch's parameters as query blockIdx.z of a prompt sees them (DeviceCache::attend_causal,
-// batch 1): query z of `queries` sees the first tokens - queries + z + 1 tokens, so the fused
-// region and the ring end there; its query rows and partials lie z x q_heads rows further on.
+// The launch's parameters as query blockIdx.z of a prompt sees them (DeviceCache::attend_causal):
+// query z of `queries` sees the first tokens - queries + z + 1 tokens of its sequence, so the
+// fused region and the ring end there; its query rows and partials lie z x batch x q_heads rows
+// further on (gridDim.y is batch x KV heads: queries are the outer index, sequences the inner).
 // Splits past its end find no tile and write empty partials (max -inf), which the combine skips.
 __device__ inline AttendParams for_query(AttendParams p) {
   if (p.queries <= 1) return p;
@@ -65,7 +66,7 @@ __device__ inline AttendParams for_query(AttendParams p) {
   p.value_encoded = min(p.value_encoded, p.tokens);
   p.main_end = p.key_encoded;
   p.main_tiles = (p.main_end + kTileTokens - 1) / kTileTokens;
-  const size_t rows = static_cast<size_t>(z) * p.kv_heads * p.group;
+  const size_t rows = static_cast<size_t>(z) * gridDim.y * p.group;
   p.q += rows * p.head_dim;
   p.part_o += rows * p.splits * p.head_dim;
   p.part_ml += rows * p.splits * 2;

@@ -396,10 +396,6 @@ void DeviceCache::attend_causal(const uint16_t* q, size_t nq, size_t q_heads, fl
                 std::to_string(std::min<size_t>(m.tokens, 65535)) +
                 ", one per token of the newest ones held (at most 65535)");
   }
-  if (nq > 1 && m.config.batch != 1) {
-    throw Error("cuda cache attend_causal: " + std::to_string(nq) + " queries with batch " +
-                std::to_string(m.config.batch) + "; expected batch 1 for more than one query");
-  }
   m.attend_rows(q, q_heads, out, nq, static_cast<cudaStream_t>(stream));
 }
 
