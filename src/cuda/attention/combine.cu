@@ -6,6 +6,9 @@
 #include "cuda/common/device_math.cuh"
 
 #include <cmath>
+#include <string>
+
+#include "veloxquant/error.h"
 
 namespace veloxquant::cuda {
 namespace {
@@ -25,14 +28,20 @@ __device__ float block_reduce(float x, float* scratch, Op op) {
   return x;
 }
 
-// One block per query head, head_dim threads. The splits' weights exp(m_s - max) are computed
-// once, in shared memory, so the per-channel sum is plain loads and multiply-adds, several in
-// flight per thread.
-__global__ void combine_kernel(CombineParams p, float hadamard_scale) {
-  extern __shared__ float smem[];  // row[head_dim], scratch[32], weight[splits]
+constexpr int kCombineWarps = 8;
+constexpr int kMaxChannelsPerLane = 4;  // head_dim up to 128
+
+// One block per query head, 8 warps. The splits' weights exp(m_s - max) are computed once, in
+// shared memory; then each warp sums every 8th split's partial output (lane l holds channels l,
+// l + 32, ...: coalesced rows), several rows in flight, and the warps' sums are added at the end.
+// A decode step at long context has hundreds of splits per head: one thread per channel walking
+// all of them serially would be a chain of dependent loads as long as the split count.
+__global__ void __launch_bounds__(kCombineWarps * kWarp) combine_kernel(CombineParams p, float hadamard_scale) {
+  extern __shared__ float smem[];  // row[head_dim], scratch[32], warp_sums[8][head_dim], weight[splits]
   float* row = smem;
   float* scratch = row + p.head_dim;
-  float* weight = scratch + kWarp;
+  float* warp_sums = scratch + kWarp;
+  float* weight = warp_sums + kCombineWarps * p.head_dim;
   const size_t head = blockIdx.x;  // b * q_heads + query head
   const float* ml = p.part_ml + head * p.splits * 2;
   float mx = -INFINITY;
@@ -44,17 +53,25 @@ __global__ void combine_kernel(CombineParams p, float hadamard_scale) {
     weight[s] = w;
     sum += w * ml[2 * s + 1];
   }
-  sum = block_reduce(sum, scratch, [](float a, float b) { return a + b; });
+  sum = block_reduce(sum, scratch, [](float a, float b) { return a + b; });  // also orders weight[]
   const float* part = p.part_o + head * p.splits * p.head_dim;
-  for (int c = threadIdx.x; c < p.head_dim; c += blockDim.x) {
-    float o[4] = {};
-    int s = 0;
-    for (; s + 4 <= p.splits; s += 4) {
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, per_lane = p.head_dim / kWarp;
+  float o[kMaxChannelsPerLane] = {};
+  for (int s = warp; s < p.splits; s += kCombineWarps) {
+    const float w = weight[s];
+    const float* r = part + static_cast<size_t>(s) * p.head_dim + lane;
 #pragma unroll
-      for (int j = 0; j < 4; ++j) o[j] += weight[s + j] * part[static_cast<size_t>(s + j) * p.head_dim + c];
-    }
-    for (; s < p.splits; ++s) o[0] += weight[s] * part[static_cast<size_t>(s) * p.head_dim + c];
-    row[c] = (o[0] + o[1] + o[2] + o[3]) / sum;
+    for (int j = 0; j < kMaxChannelsPerLane; ++j)
+      if (j < per_lane) o[j] = fmaf(w, r[j * kWarp], o[j]);
+  }
+#pragma unroll
+  for (int j = 0; j < kMaxChannelsPerLane; ++j)
+    if (j < per_lane) warp_sums[warp * p.head_dim + j * kWarp + lane] = o[j];
+  __syncthreads();
+  for (int c = threadIdx.x; c < p.head_dim; c += blockDim.x) {
+    float total = 0;
+    for (int w = 0; w < kCombineWarps; ++w) total += warp_sums[w * p.head_dim + c];
+    row[c] = total / sum;
   }
   __syncthreads();
   if (p.value_signs != nullptr) {
@@ -75,9 +92,13 @@ __global__ void combine_kernel(CombineParams p, float hadamard_scale) {
 }  // namespace
 
 void launch_combine(const CombineParams& p, int batch, float hadamard_scale, cudaStream_t stream) {
-  const size_t smem = (p.head_dim + kWarp + p.splits) * sizeof(float);
+  if (p.head_dim % kWarp != 0 || p.head_dim > kWarp * kMaxChannelsPerLane) {
+    throw Error("combine: head_dim " + std::to_string(p.head_dim) + "; expected a multiple of 32 up to " +
+                std::to_string(kWarp * kMaxChannelsPerLane));
+  }
+  const size_t smem = ((1 + kCombineWarps) * p.head_dim + kWarp + p.splits) * sizeof(float);
   if (smem > 48 * 1024) VQ_CUDA_CHECK(cudaFuncSetAttribute(combine_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  combine_kernel<<<batch * p.q_heads, p.head_dim, smem, stream>>>(p, hadamard_scale);
+  combine_kernel<<<batch * p.q_heads, kCombineWarps * kWarp, smem, stream>>>(p, hadamard_scale);
   VQ_CUDA_CHECK_LAUNCH("combine_kernel");
 }
 
