@@ -48,22 +48,30 @@ struct DecoderWeights {
 class DeviceDecoder {
  public:
   // caches: one configuration per layer (rope.dims 0: keys arrive rotated), each holding at
-  // least the context. max_step: most tokens one step() takes. Throws Error naming a weight whose
-  // size disagrees with the shape, and for what DeviceCache refuses.
+  // least the context, all of the same batch: that many sequences are decoded in lockstep, each
+  // with its own cache, all of the same length. max_step: most tokens of each sequence one step()
+  // takes. Throws Error naming a weight whose size disagrees with the shape, and for what
+  // DeviceCache refuses.
   DeviceDecoder(const DecoderShape& shape, const DecoderWeights& weights,
                 std::vector<CacheConfig> caches, size_t max_step);
   ~DeviceDecoder();
   DeviceDecoder(const DeviceDecoder&) = delete;
   DeviceDecoder& operator=(const DeviceDecoder&) = delete;
 
-  // Runs n tokens (1..max_step) at positions [tokens(), tokens() + n), appending their keys and
-  // values to every layer's cache; the prompt's queries attend causally on the compressed cache,
-  // as KVCache::attend does. Writes the logits of rows [first_logit, n) to `logits` (host,
-  // (n - first_logit) x vocab floats; none when first_logit >= n).
+  // Runs n tokens (1..max_step) of every sequence at positions [tokens(), tokens() + n), appending
+  // their keys and values to every layer's cache; the prompt's queries attend causally on the
+  // compressed cache, as KVCache::attend does. tokens: host [batch, n] (sequence b's n tokens
+  // from tokens[b * n]). Writes the logits of tokens [first_logit, n) of each sequence to
+  // `logits` (host [batch, n - first_logit, vocab] floats; none when first_logit >= n). The
+  // sequences share every weight read and every launch: a decode step of batch B reads the
+  // weights once for B tokens.
   void step(const int32_t* tokens, size_t n, size_t first_logit, float* logits);
 
+  // Tokens each sequence holds.
   size_t tokens() const;
-  // Exact bytes all layers' caches store (DeviceCache::stored_key_bytes, stored_value_bytes).
+  size_t batch() const;
+  // Exact bytes all layers' caches store for every sequence (DeviceCache::stored_key_bytes,
+  // stored_value_bytes).
   size_t key_bytes() const;
   size_t value_bytes() const;
   // Device bytes of the weights.

@@ -80,6 +80,9 @@ struct SessionOptions {
   size_t context = 0;            // maximum tokens; 0 means the model's context_length
   Device device = Device::Cpu;
   GpuWeights gpu_weights = GpuWeights::F16;
+  // Sequences decoded in lockstep, each with its own caches and all of the same length (device
+  // cuda: every step reads the weights once for all of them). The CPU runtime runs batch 1.
+  size_t batch = 1;
 };
 
 enum class Logits { None, Last, All };
@@ -97,6 +100,10 @@ class Session {
   // (Logits::Last), for every token ([n, vocab], Logits::All) or nothing. Throws Error if a
   // token id is out of range or n > room().
   std::vector<float> eval(std::span<const int32_t> tokens, Logits which = Logits::Last);
+  // eval for every sequence of a batched session (SessionOptions::batch): tokens [batch, n], the
+  // n tokens of sequence b from tokens[b * n]; returns [batch, rows, vocab] logits (rows: 1, n
+  // or 0 as `which` says). eval() is eval_batch() of a batch-1 session and refuses a larger one.
+  std::vector<float> eval_batch(std::span<const int32_t> tokens, Logits which = Logits::Last);
 
   size_t position() const;
   size_t context() const;
@@ -107,8 +114,8 @@ class Session {
   // The caches' spec, as parsed.
   const Spec& spec() const;
   Device device() const;
-  // Exact bytes stored by all layers' caches (keys, values, both), and what fp16 caches would
-  // store.
+  // Exact bytes stored by all layers' caches (keys, values, both; every sequence's), and what
+  // fp16 caches would store.
   size_t key_bytes() const;
   size_t value_bytes() const;
   size_t kv_bytes() const;
@@ -119,8 +126,11 @@ class Session {
   // unless the session is empty, since the observer compares the caches with every token.
   void set_observer(CacheObserver* observer);
 
-  // The token ids evaluated so far, oldest first: position() of them.
-  std::span<const int32_t> tokens() const;
+  // The token ids sequence `sequence` evaluated so far, oldest first: position() of them. Throws
+  // Error naming the range when the session has no such sequence.
+  std::span<const int32_t> tokens(size_t sequence = 0) const;
+  // Sequences decoded in lockstep (SessionOptions::batch).
+  size_t batch() const;
   // One cache per layer (session files save them). Throws Error on Device::Cuda, whose caches
   // live in GPU memory; so do restore() and set_observer() with an observer.
   std::span<const KVCache> caches() const;

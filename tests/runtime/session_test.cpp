@@ -154,5 +154,26 @@ TEST(Session, DeviceNamesAreCheckedAndCudaNeedsTheBackend) {
   EXPECT_EQ(cpu.spec().to_string(), "fp16");
 }
 
+// Batched sessions (several sequences in lockstep) run on the GPU; the CPU runtime refuses them
+// with a message saying so, and eval_batch() of a batch-1 session is eval().
+TEST(Session, BatchIsCheckedAndEvalBatchOfOneSequenceIsEval) {
+  const Model& m = stories();
+  SessionOptions none{"fp16", 0};
+  none.batch = 0;
+  EXPECT_CONTAINS(test::error_message<Error>([&] { Session s(m, none); }), "session batch 0; expected at least 1");
+  SessionOptions two{"fp16", 0};
+  two.batch = 2;
+  EXPECT_CONTAINS(test::error_message<Error>([&] { Session s(m, two); }),
+                  "session batch 2 on device cpu; the CPU runtime decodes one sequence per Session");
+  const std::vector<int32_t> tokens{1, 300, 42, 17, 9};
+  Session a(m), b(m);
+  EXPECT_EQ(a.batch(), 1u);
+  EXPECT_EQ(a.eval(tokens, Logits::All), b.eval_batch(tokens, Logits::All));
+  EXPECT_EQ(a.eval(std::vector<int32_t>{5}), b.eval_batch(std::vector<int32_t>{5}));
+  EXPECT_TRUE(std::ranges::equal(b.tokens(0), std::vector<int32_t>{1, 300, 42, 17, 9, 5}));
+  EXPECT_CONTAINS(test::error_message<Error>([&] { b.tokens(1); }),
+                  "tokens of sequence 1; the session decodes 1 (0..0)");
+}
+
 }  // namespace
 }  // namespace veloxquant

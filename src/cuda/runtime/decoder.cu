@@ -87,6 +87,7 @@ struct DeviceDecoder::Impl {
   DecoderShape shape;
   std::vector<CacheConfig> cache_configs;
   size_t max_step = 0, tokens = 0, weight_bytes = 0;
+  size_t batch = 1;  // sequences in lockstep; activation rows are [tokens, batch] (token-major)
   cublasHandle_t blas = nullptr;
   cudaStream_t stream = nullptr;
   std::vector<Layer> layers;
@@ -94,7 +95,7 @@ struct DeviceDecoder::Impl {
   DeviceArray<float> output_norm;
   DeviceArray<double> inv_freq;
   std::vector<std::unique_ptr<DeviceCache>> caches;
-  // Scratch for one step of up to max_step tokens.
+  // Scratch for one step of up to max_step tokens of every sequence.
   DeviceArray<int32_t> token_ids;
   DeviceArray<int64_t> positions;
   DeviceArray<float> x, qf, kf, vf, attn, proj, gate, up, logits;
@@ -117,7 +118,7 @@ struct DeviceDecoder::Impl {
 
   void rope(const float* in, int n, int heads, bool head_major, __half* out) const {
     RopeRows r;
-    r.x = in, r.n = n, r.heads = heads, r.head_dim = static_cast<int>(shape.head_dim);
+    r.x = in, r.n = n, r.batch = static_cast<int>(batch), r.heads = heads, r.head_dim = static_cast<int>(shape.head_dim);
     r.positions = positions.ptr, r.inv_freq = inv_freq.ptr;
     r.rope_half = static_cast<int>(shape.rope.dims / 2);
     r.neox = shape.rope.layout == RopeLayout::Neox;
@@ -128,24 +129,26 @@ struct DeviceDecoder::Impl {
   template <class T>
   T* buffer(DeviceArray<uint8_t>& b) { return reinterpret_cast<T*>(b.ptr); }
 
+  // n tokens of every sequence: rows = n x batch.
   template <class T>
   void layer(size_t l, int n) {
     const Layer& w = layers[l];
     const int d = static_cast<int>(shape.embedding), hq = static_cast<int>(shape.heads);
     const int hkv = static_cast<int>(shape.kv_heads), hd = static_cast<int>(shape.head_dim);
-    const int ff = static_cast<int>(shape.feed_forward);
+    const int ff = static_cast<int>(shape.feed_forward), rows = n * static_cast<int>(batch);
+    const size_t r = static_cast<size_t>(rows);
     T* normed = buffer<T>(h);
-    launch_rms_norm(x.ptr, w.attn_norm.ptr, n, d, shape.rms_eps, normed, stream);
-    project(w.wq, normed, n, qf.ptr);
-    project(w.wk, normed, n, kf.ptr);
-    project(w.wv, normed, n, vf.ptr);
-    if (w.bq.size) launch_add_bias(qf.ptr, w.bq.ptr, n, hq * hd, stream);
-    if (w.bk.size) launch_add_bias(kf.ptr, w.bk.ptr, n, hkv * hd, stream);
-    if (w.bv.size) launch_add_bias(vf.ptr, w.bv.ptr, n, hkv * hd, stream);
+    launch_rms_norm(x.ptr, w.attn_norm.ptr, rows, d, shape.rms_eps, normed, stream);
+    project(w.wq, normed, rows, qf.ptr);
+    project(w.wk, normed, rows, kf.ptr);
+    project(w.wv, normed, rows, vf.ptr);
+    if (w.bq.size) launch_add_bias(qf.ptr, w.bq.ptr, rows, hq * hd, stream);
+    if (w.bk.size) launch_add_bias(kf.ptr, w.bk.ptr, rows, hkv * hd, stream);
+    if (w.bv.size) launch_add_bias(vf.ptr, w.bv.ptr, rows, hkv * hd, stream);
     rope(qf.ptr, n, hq, false, q16.ptr);
     rope(kf.ptr, n, hkv, true, k16.ptr);
     RopeRows values;  // values only change layout: no pair is rotated
-    values.x = vf.ptr, values.n = n, values.heads = hkv, values.head_dim = hd;
+    values.x = vf.ptr, values.n = n, values.batch = static_cast<int>(batch), values.heads = hkv, values.head_dim = hd;
     values.head_major = true, values.out = v16.ptr;
     launch_rope_rows(values, stream);
     DeviceCache& cache = *caches[l];
@@ -154,29 +157,30 @@ struct DeviceDecoder::Impl {
     cache.attend_causal(reinterpret_cast<const uint16_t*>(q16.ptr), static_cast<size_t>(n),
                         static_cast<size_t>(hq), attn.ptr, stream);
     if constexpr (std::is_same_v<T, float>) {
-      project(w.wo, attn.ptr, n, proj.ptr);
+      project(w.wo, attn.ptr, rows, proj.ptr);
     } else {
-      launch_to_half(attn.ptr, static_cast<size_t>(n) * hq * hd, buffer<__half>(attn_in), stream);
-      project(w.wo, buffer<__half>(attn_in), n, proj.ptr);
+      launch_to_half(attn.ptr, r * hq * hd, buffer<__half>(attn_in), stream);
+      project(w.wo, buffer<__half>(attn_in), rows, proj.ptr);
     }
-    launch_add(x.ptr, proj.ptr, static_cast<size_t>(n) * d, stream);
-    launch_rms_norm(x.ptr, w.ffn_norm.ptr, n, d, shape.rms_eps, normed, stream);
-    project(w.gate, normed, n, gate.ptr);
-    project(w.up, normed, n, up.ptr);
-    launch_swiglu(gate.ptr, up.ptr, static_cast<size_t>(n) * ff, buffer<T>(ffn_in), stream);
-    project(w.down, buffer<T>(ffn_in), n, proj.ptr);
-    launch_add(x.ptr, proj.ptr, static_cast<size_t>(n) * d, stream);
+    launch_add(x.ptr, proj.ptr, r * d, stream);
+    launch_rms_norm(x.ptr, w.ffn_norm.ptr, rows, d, shape.rms_eps, normed, stream);
+    project(w.gate, normed, rows, gate.ptr);
+    project(w.up, normed, rows, up.ptr);
+    launch_swiglu(gate.ptr, up.ptr, r * ff, buffer<T>(ffn_in), stream);
+    project(w.down, buffer<T>(ffn_in), rows, proj.ptr);
+    launch_add(x.ptr, proj.ptr, r * d, stream);
   }
 
   // The step's work after the token ids and positions are on the device.
+  // Logits for tokens [first_logit, n) of every sequence: rows [first_logit x batch, n x batch).
   template <class T>
   void forward(int n, size_t first_logit) {
-    const int d = static_cast<int>(shape.embedding);
-    launch_embed_rows(embed.as<T>(), token_ids.ptr, n, d, x.ptr, stream);
+    const int d = static_cast<int>(shape.embedding), b = static_cast<int>(batch);
+    launch_embed_rows(embed.as<T>(), token_ids.ptr, n * b, d, x.ptr, stream);
     for (size_t l = 0; l < shape.layers; ++l) layer<T>(l, n);
     if (first_logit >= static_cast<size_t>(n)) return;
-    const int rows = n - static_cast<int>(first_logit);
-    launch_rms_norm(x.ptr + first_logit * d, output_norm.ptr, rows, d, shape.rms_eps, buffer<T>(h), stream);
+    const int rows = (n - static_cast<int>(first_logit)) * b;
+    launch_rms_norm(x.ptr + first_logit * batch * d, output_norm.ptr, rows, d, shape.rms_eps, buffer<T>(h), stream);
     project(output.w.ptr != nullptr ? output : embed, buffer<T>(h), rows, logits.ptr);
   }
 
@@ -205,12 +209,14 @@ DeviceDecoder::DeviceDecoder(const DecoderShape& shape, const DecoderWeights& we
                 std::to_string(shape.kv_heads) + " KV heads; expected a whole multiple");
   }
   m.cache_configs = std::move(caches);
+  m.batch = m.cache_configs.empty() ? 1 : m.cache_configs.front().batch;
   for (const CacheConfig& c : m.cache_configs) {
-    if (c.rope.dims != 0 || c.batch != 1 || c.kv_heads != shape.kv_heads || c.head_dim != hd) {
+    if (c.rope.dims != 0 || c.batch != m.batch || c.batch == 0 || c.kv_heads != shape.kv_heads || c.head_dim != hd) {
       throw Error("cuda decoder: a cache configuration for batch " + std::to_string(c.batch) + ", " +
                   std::to_string(c.kv_heads) + " KV heads x " + std::to_string(c.head_dim) +
-                  (c.rope.dims ? " with RoPE" : "") + "; expected batch 1, " + std::to_string(shape.kv_heads) +
-                  " x " + std::to_string(hd) + " and no RoPE (keys arrive rotated)");
+                  (c.rope.dims ? " with RoPE" : "") + "; expected batch " + std::to_string(std::max<size_t>(m.batch, 1)) +
+                  " (every layer the same, at least 1), " + std::to_string(shape.kv_heads) + " x " + std::to_string(hd) +
+                  " and no RoPE (keys arrive rotated)");
     }
   }
   VQ_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
@@ -250,7 +256,7 @@ DeviceDecoder::DeviceDecoder(const DecoderShape& shape, const DecoderWeights& we
                                                    -2.0 * static_cast<double>(i) / shape.rope.dims);
   }
   m.inv_freq = DeviceArray<double>(inv_freq.data(), inv_freq.size());
-  const size_t n = max_step;
+  const size_t n = max_step * m.batch;  // activation rows of the longest step
   m.token_ids = DeviceArray<int32_t>(n);
   m.positions = DeviceArray<int64_t>(n);
   m.x = DeviceArray<float>(n * d), m.proj = DeviceArray<float>(n * d);
@@ -275,30 +281,44 @@ DeviceDecoder::~DeviceDecoder() {
 
 void DeviceDecoder::step(const int32_t* tokens, size_t n, size_t first_logit, float* logits) {
   Impl& m = *impl_;
+  const size_t batch = m.batch, vocab = m.shape.vocab;
   if (n == 0 || n > m.max_step) {
     throw Error("cuda decoder: a step of " + std::to_string(n) + " tokens; expected 1.." + std::to_string(m.max_step));
   }
-  for (size_t t = 0; t < n; ++t) {
-    if (tokens[t] < 0 || static_cast<size_t>(tokens[t]) >= m.shape.vocab) {
-      throw Error("cuda decoder: token id " + std::to_string(tokens[t]) + "; expected 0.." +
-                  std::to_string(m.shape.vocab - 1));
+  for (size_t t = 0; t < n * batch; ++t) {
+    if (tokens[t] < 0 || static_cast<size_t>(tokens[t]) >= vocab) {
+      throw Error("cuda decoder: token id " + std::to_string(tokens[t]) + "; expected 0.." + std::to_string(vocab - 1));
     }
   }
-  std::vector<int64_t> positions(n);
-  for (size_t t = 0; t < n; ++t) positions[t] = static_cast<int64_t>(m.tokens + t);
-  VQ_CUDA_CHECK(cudaMemcpyAsync(m.token_ids.ptr, tokens, n * sizeof(int32_t), cudaMemcpyHostToDevice, m.stream));
-  VQ_CUDA_CHECK(cudaMemcpyAsync(m.positions.ptr, positions.data(), n * sizeof(int64_t), cudaMemcpyHostToDevice, m.stream));
+  // Sequence-major in, token-major rows on the device; positions [batch, n], the same for all.
+  std::vector<int32_t> rows(n * batch);
+  std::vector<int64_t> positions(n * batch);
+  for (size_t b = 0; b < batch; ++b) {
+    for (size_t i = 0; i < n; ++i) {
+      rows[i * batch + b] = tokens[b * n + i];
+      positions[b * n + i] = static_cast<int64_t>(m.tokens + i);
+    }
+  }
+  VQ_CUDA_CHECK(cudaMemcpyAsync(m.token_ids.ptr, rows.data(), rows.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                m.stream));
+  VQ_CUDA_CHECK(cudaMemcpyAsync(m.positions.ptr, positions.data(), positions.size() * sizeof(int64_t),
+                                cudaMemcpyHostToDevice, m.stream));
   if (m.shape.precision == Precision::F32) m.forward<float>(static_cast<int>(n), first_logit);
   else m.forward<__half>(static_cast<int>(n), first_logit);
   m.tokens += n;
   if (first_logit < n) {
-    VQ_CUDA_CHECK(cudaMemcpyAsync(logits, m.logits.ptr, (n - first_logit) * m.shape.vocab * sizeof(float),
-                                  cudaMemcpyDeviceToHost, m.stream));
+    // Row (i, b) of the device's logits to logits[b][i - first_logit].
+    const size_t kept = n - first_logit, row_bytes = vocab * sizeof(float);
+    for (size_t b = 0; b < batch; ++b) {
+      VQ_CUDA_CHECK(cudaMemcpy2DAsync(logits + b * kept * vocab, row_bytes, m.logits.ptr + b * vocab, batch * row_bytes,
+                                      row_bytes, kept, cudaMemcpyDeviceToHost, m.stream));
+    }
   }
   VQ_CUDA_CHECK(cudaStreamSynchronize(m.stream));
 }
 
 size_t DeviceDecoder::tokens() const { return impl_->tokens; }
+size_t DeviceDecoder::batch() const { return impl_->batch; }
 
 size_t DeviceDecoder::key_bytes() const {
   size_t bytes = 0;

@@ -49,11 +49,13 @@ __global__ void add_bias_kernel(float* y, const float* bias, size_t total, int w
   if (i < total) y[i] += bias[i % width];
 }
 
-// One block per (token, head), one thread per pair or unrotated channel pair.
+// One block per (row, head), one thread per pair or unrotated channel pair; row t is token
+// t / batch of sequence t % batch.
 __global__ void rope_rows_kernel(RopeRows r) {
-  const int t = blockIdx.x, h = blockIdx.y, d = r.head_dim;
+  const int t = blockIdx.x, h = blockIdx.y, d = r.head_dim, i = t / r.batch, b = t % r.batch;
   const float* in = r.x + (static_cast<size_t>(t) * r.heads + h) * d;
-  __half* out = r.out + (r.head_major ? (static_cast<size_t>(h) * r.n + t) * d : (static_cast<size_t>(t) * r.heads + h) * d);
+  __half* out = r.out + (r.head_major ? ((static_cast<size_t>(b) * r.heads + h) * r.n + i) * d
+                                      : (static_cast<size_t>(t) * r.heads + h) * d);
   for (int c = threadIdx.x; c < d; c += blockDim.x) {
     const int pair = r.neox ? (c < r.rope_half ? c : c - r.rope_half) : c / 2;
     const bool rotated = r.neox ? (c < 2 * r.rope_half) : pair < r.rope_half;
@@ -63,7 +65,7 @@ __global__ void rope_rows_kernel(RopeRows r) {
     }
     const int a = r.neox ? pair : 2 * pair, b = r.neox ? pair + r.rope_half : 2 * pair + 1;
     float x0 = in[a], x1 = in[b];
-    rope_pair(x0, x1, r.inv_freq[pair], r.positions[t]);
+    rope_pair(x0, x1, r.inv_freq[pair], r.positions[i]);
     out[c] = __float2half_rn(c == a ? x0 : x1);
   }
 }
@@ -139,7 +141,7 @@ void launch_add_bias(float* y, const float* bias, int n, int width, cudaStream_t
 }
 
 void launch_rope_rows(const RopeRows& r, cudaStream_t s) {
-  rope_rows_kernel<<<dim3(r.n, r.heads), 128, 0, s>>>(r);
+  rope_rows_kernel<<<dim3(r.n * r.batch, r.heads), 128, 0, s>>>(r);
   VQ_CUDA_CHECK_LAUNCH("rope_rows_kernel");
 }
 

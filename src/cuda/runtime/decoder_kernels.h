@@ -22,12 +22,13 @@ void launch_rms_norm(const float* x, const float* w, int n, int d, float eps, T*
 // y[t][i] += bias[i] for n rows of `width`.
 void launch_add_bias(float* y, const float* bias, int n, int width, cudaStream_t s);
 
-// Rows [n, heads, head_dim] of f32 rotated by RoPE at positions[t] (rope_half pairs; 0: none) and
-// rounded to fp16, written token-major ([n, heads, head_dim], queries) or head-major ([heads, n,
-// head_dim], what DeviceCache::append takes).
+// Rows [n, batch, heads, head_dim] of f32 (token i of every sequence, then token i + 1), rotated
+// by RoPE at positions[i] (rope_half pairs; 0: none) and rounded to fp16, written token-major
+// ([n, batch, heads, head_dim], queries) or head-major ([batch, heads, n, head_dim], what
+// DeviceCache::append takes).
 struct RopeRows {
   const float* x = nullptr;
-  int n = 0, heads = 0, head_dim = 0;
+  int n = 0, batch = 1, heads = 0, head_dim = 0;
   const int64_t* positions = nullptr;
   const double* inv_freq = nullptr;
   int rope_half = 0;

@@ -50,8 +50,8 @@ class CudaForward final : public DeviceForward {
 
 }  // namespace
 
-std::unique_ptr<DeviceForward> make_device_forward(const Model& model, const Spec& spec,
-                                                   size_t context, size_t max_step, GpuWeights weights) {
+std::unique_ptr<DeviceForward> make_device_forward(const Model& model, const Spec& spec, size_t context,
+                                                   size_t max_step, size_t batch, GpuWeights weights) {
   const cuda::Precision p = weights == GpuWeights::F32 ? cuda::Precision::F32 : cuda::Precision::F16;
   const ModelConfig& c = model.config();
   const Model::Impl& m = model.impl();
@@ -59,7 +59,7 @@ std::unique_ptr<DeviceForward> make_device_forward(const Model& model, const Spe
   for (uint32_t l = 0; l < c.layers; ++l) {
     LayerShape shape{c.kv_heads, c.head_dim, static_cast<int>(l), 0};
     shape.layers = static_cast<int>(c.layers);
-    caches.push_back(cuda::device_cache_config(spec.to_string(), shape, 1, context));
+    caches.push_back(cuda::device_cache_config(spec.to_string(), shape, batch, context));
   }
   cuda::DecoderShape shape;
   shape.layers = c.layers, shape.embedding = c.embedding, shape.feed_forward = c.feed_forward;
@@ -82,7 +82,7 @@ std::unique_ptr<DeviceForward> make_device_forward(const Model& model, const Spe
 
 #else
 
-std::unique_ptr<DeviceForward> make_device_forward(const Model&, const Spec&, size_t, size_t, GpuWeights) {
+std::unique_ptr<DeviceForward> make_device_forward(const Model&, const Spec&, size_t, size_t, size_t, GpuWeights) {
   throw Error("device cuda: this build has no CUDA backend; configure with -DVELOXQUANT_CUDA=ON "
               "(docs/cuda.md) on a machine with the CUDA toolkit");
 }

@@ -15,8 +15,9 @@ namespace veloxquant::runtime {
 class DeviceForward {
  public:
   virtual ~DeviceForward() = default;
-  // Session::Impl::step's contract: n tokens at the next positions, logits of rows
-  // [first_logit, n) into `logits`.
+  // Session::Impl::step's contract for each of the session's sequences: n tokens at the next
+  // positions (tokens [batch, n]), logits of tokens [first_logit, n) into `logits` ([batch,
+  // n - first_logit, vocab]).
   virtual void step(const int32_t* tokens, size_t n, size_t first_logit, float* logits) = 0;
   virtual size_t key_bytes() const = 0;
   virtual size_t value_bytes() const = 0;
@@ -25,7 +26,8 @@ class DeviceForward {
 
 // Throws Error when the build has no CUDA backend, and SpecError naming the methods that have
 // CUDA kernels when `spec` is not one of them.
-std::unique_ptr<DeviceForward> make_device_forward(const Model& model, const Spec& spec,
-                                                   size_t context, size_t max_step, GpuWeights weights);
+// batch: sequences decoded in lockstep, each with its own caches.
+std::unique_ptr<DeviceForward> make_device_forward(const Model& model, const Spec& spec, size_t context,
+                                                   size_t max_step, size_t batch, GpuWeights weights);
 
 }  // namespace veloxquant::runtime

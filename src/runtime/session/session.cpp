@@ -101,7 +101,7 @@ struct Session::Impl {
   std::unique_ptr<runtime::DeviceForward> gpu;  // Device::Cuda: weights and caches on the GPU
   // A calibrated spec's artifact, read and checked against the model once for every layer.
   std::shared_ptr<const CalibrationArtifact> calibration;
-  std::vector<int32_t> history;  // the tokens evaluated so far, one per position
+  std::vector<std::vector<int32_t>> history;  // per sequence, the tokens evaluated so far
   // Activations of one micro-batch, reused across calls.
   std::vector<float> x, h, q, k, v, attn, proj, gate, up;
   std::vector<int64_t> positions;
@@ -115,9 +115,15 @@ struct Session::Impl {
     const ModelConfig& c = model.config();
     context = options.context ? options.context : c.context_length;
     spec = parse_spec(options.kv_spec);
+    if (options.batch == 0) throw Error("session batch 0; expected at least 1 sequence");
+    history.resize(options.batch);
     if (options.device == Device::Cuda) {
-      gpu = runtime::make_device_forward(model, spec, context, kMicroBatch, options.gpu_weights);
+      gpu = runtime::make_device_forward(model, spec, context, kMicroBatch, options.batch, options.gpu_weights);
       return;
+    }
+    if (options.batch != 1) {
+      throw Error("session batch " + std::to_string(options.batch) + " on device cpu; the CPU runtime decodes one "
+                  "sequence per Session (batch 1), device cuda decodes several in lockstep");
     }
     if (spec.method->calibrated() && !spec.params.get_text("artifacts").empty()) {
       calibration = load_calibration(spec.params.get_text("artifacts"), spec);
@@ -192,12 +198,13 @@ struct Session::Impl {
     for (size_t i = 0; i < n * d; ++i) x[i] += proj[i];
   }
 
-  // Runs n tokens; writes logits of rows [first_logit, n) to `logits`.
+  // Runs n tokens of each sequence (tokens [batch, n]); writes the logits of tokens
+  // [first_logit, n) of each to `logits` ([batch, n - first_logit, vocab]).
   void step(const int32_t* tokens, size_t n, size_t first_logit, float* logits) {
     if (gpu) {
       gpu->step(tokens, n, first_logit, logits);
       position += n;
-      history.insert(history.end(), tokens, tokens + n);
+      for (size_t b = 0; b < history.size(); ++b) history[b].insert(history[b].end(), tokens + b * n, tokens + (b + 1) * n);
       return;
     }
     const ModelConfig& c = model.config();
@@ -217,7 +224,7 @@ struct Session::Impl {
     }
     for (KVCache& cache : caches) cache.finish_step();
     position += n;
-    history.insert(history.end(), tokens, tokens + n);
+    history[0].insert(history[0].end(), tokens, tokens + n);
     if (first_logit >= n) return;
     const size_t rows = n - first_logit;
     for (size_t t = 0; t < rows; ++t)
@@ -233,21 +240,53 @@ Session::Session(Session&&) noexcept = default;
 Session& Session::operator=(Session&&) noexcept = default;
 
 std::vector<float> Session::eval(std::span<const int32_t> tokens, Logits which) {
+  if (impl_->options.batch != 1) {
+    throw Error("eval on a session of " + std::to_string(impl_->options.batch) +
+                " sequences; expected eval_batch with the tokens of every sequence");
+  }
+  return eval_batch(tokens, which);
+}
+
+std::vector<float> Session::eval_batch(std::span<const int32_t> tokens, Logits which) {
   Impl& s = *impl_;
-  const size_t vocab = s.model.config().vocab, n = tokens.size();
-  if (n == 0) throw Error("eval got no tokens; expected at least 1");
+  const size_t vocab = s.model.config().vocab, batch = s.options.batch;
+  if (tokens.empty()) throw Error("eval got no tokens; expected at least 1");
+  if (tokens.size() % batch != 0) {
+    throw Error("eval_batch got " + std::to_string(tokens.size()) + " tokens for " + std::to_string(batch) +
+                " sequences; expected the same number for each (a multiple of " + std::to_string(batch) + ")");
+  }
   check_token_ids(tokens, vocab);
-  const size_t used = s.context - room();
+  const size_t n = tokens.size() / batch, used = s.context - room();
   if (n > room()) {
     throw Error("the context holds " + std::to_string(s.context) + " tokens; " +
                 std::to_string(used) + " are used and " + std::to_string(n) + " more do not fit");
   }
-  std::vector<float> logits(which == Logits::All ? n * vocab : which == Logits::Last ? vocab : 0);
+  const size_t rows = which == Logits::All ? n : which == Logits::Last ? 1 : 0;
+  std::vector<float> logits(batch * rows * vocab);
+  std::vector<int32_t> chunk;
+  std::vector<float> chunk_logits;
   for (size_t b = 0; b < n; b += kMicroBatch) {
     const size_t nb = std::min(kMicroBatch, n - b);
-    if (which == Logits::All) s.step(&tokens[b], nb, 0, &logits[b * vocab]);
-    else if (which == Logits::Last && b + nb == n) s.step(&tokens[b], nb, nb - 1, logits.data());
-    else s.step(&tokens[b], nb, nb, nullptr);
+    const int32_t* in = &tokens[b];
+    if (batch > 1) {  // the micro-batch's tokens of every sequence, [batch, nb]
+      chunk.resize(batch * nb);
+      for (size_t q = 0; q < batch; ++q) std::copy_n(&tokens[q * n + b], nb, &chunk[q * nb]);
+      in = chunk.data();
+    }
+    if (which == Logits::All) {
+      if (batch == 1) {
+        s.step(in, nb, 0, &logits[b * vocab]);
+        continue;
+      }
+      chunk_logits.resize(batch * nb * vocab);
+      s.step(in, nb, 0, chunk_logits.data());
+      for (size_t q = 0; q < batch; ++q)
+        std::copy_n(&chunk_logits[q * nb * vocab], nb * vocab, &logits[(q * n + b) * vocab]);
+    } else if (which == Logits::Last && b + nb == n) {
+      s.step(in, nb, nb - 1, logits.data());
+    } else {
+      s.step(in, nb, nb, nullptr);
+    }
   }
   return logits;
 }
@@ -290,7 +329,7 @@ size_t Session::kv_fp16_bytes() const {
   const Impl& s = *impl_;
   if (s.gpu) {
     const ModelConfig& c = s.model.config();
-    return size_t{2} * 2 * s.position * c.layers * c.kv_heads * c.head_dim;
+    return size_t{2} * 2 * s.position * s.options.batch * c.layers * c.kv_heads * c.head_dim;
   }
   size_t b = 0;
   for (const KVCache& c : s.caches) b += c.fp16_bytes();
@@ -302,7 +341,7 @@ void Session::reset() {
   if (s.gpu) s.gpu->reset();
   else s.make_caches();
   s.position = 0;
-  s.history.clear();
+  for (auto& h : s.history) h.clear();
   if (s.observer) s.observer->reset();
 }
 
@@ -315,7 +354,14 @@ void Session::set_observer(CacheObserver* observer) {
   impl_->observer = observer;
 }
 
-std::span<const int32_t> Session::tokens() const { return impl_->history; }
+std::span<const int32_t> Session::tokens(size_t sequence) const {
+  if (sequence >= impl_->history.size()) {
+    throw Error("tokens of sequence " + std::to_string(sequence) + "; the session decodes " +
+                std::to_string(impl_->history.size()) + " (0.." + std::to_string(impl_->history.size() - 1) + ")");
+  }
+  return impl_->history[sequence];
+}
+size_t Session::batch() const { return impl_->options.batch; }
 std::span<const KVCache> Session::caches() const {
   impl_->require_cpu("caches()");
   return impl_->caches;
@@ -350,8 +396,8 @@ void Session::restore(std::vector<int32_t> tokens, std::vector<KVCache> caches) 
   }
   check_token_ids(tokens, c.vocab);
   s.caches = std::move(caches);
-  s.history = std::move(tokens);
-  s.position = s.history.size();
+  s.history[0] = std::move(tokens);
+  s.position = s.history[0].size();
 }
 
 }  // namespace veloxquant
