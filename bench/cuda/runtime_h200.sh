@@ -3,7 +3,8 @@
 #  - perplexity of every method with CUDA kernels on the CPU and on the GPU, with f32 weights (the
 #    CPU's arithmetic: must agree within 0.1 %) and with f16 weights (the default: reported);
 #  - greedy continuations with the fp16 cache, which must be the same tokens (both precisions);
-#  - logits on random-weight fixtures (bench/cuda/gpu_logits.py: OUT_DIR/gpu_logits.{json,md}).
+#  - logits on the project's models and random-weight fixtures, batch 1 and batched (bench/cuda/gpu_logits.py:
+#    OUT_DIR/gpu_logits.{json,md}).
 # Needs the CLI that bench/cuda/carry_parity.sh puts into .cuda-carry/.
 #
 #   bench/cuda/runtime_h200.sh OUT_DIR
@@ -16,8 +17,7 @@ source bench/cuda/carried.sh
 vq=$(carried veloxquant)
 text=.cuda-carry/wiki.test.raw
 threads=$(nproc)
-specs=(fp16 kivi:kbits=2,vbits=2 kivi:kbits=4,vbits=4 turboquant_mse:bits=4,vbits=4 turboquant_mse:bits=2,vbits=2
-       turboquant_prod:bits=4,vbits=4 turboquant_prod:bits=2,vbits=2 qjl:vbits=2 qjl:vbits=4)
+source bench/cuda/parity_runs.sh
 status=0
 # cpu, cuda-f32 or cuda-f16 as the CLI's options.
 options() {
@@ -26,9 +26,9 @@ options() {
     cuda-*) echo "--device cuda --gpu-weights ${1#cuda-}" ;;
   esac
 }
-for model in vq-hd128:8 vq-hd64:2; do
+for model in "${parity_models[@]}"; do
   name=${model%%:*} chunks=${model##*:}
-  for spec in "${specs[@]}"; do
+  for spec in "${parity_specs[@]}"; do
     for run in cpu cuda-f32 cuda-f16; do
       "$vq" perplexity -m "models/$name.gguf" -f "$text" -c 2048 --chunks "$chunks" --kv "$spec" -t "$threads" \
         $(options "$run") --json > "$raw/ppl_${name}_${spec//[:=,]/_}_$run.json" || status=1

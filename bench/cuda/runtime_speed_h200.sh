@@ -4,18 +4,22 @@
 # 128k}, batch 1, for the fp16 cache and each method with CUDA kernels, on the project's
 # head_dim-128 model and on a random-weight model with Llama-3-8B's attention shapes (32 query
 # heads, 8 KV heads, head_dim 128, width 4096, FFN 14336; 2 layers). Peak GPU memory is
-# nvidia-smi's memory.used sampled every 50 ms during each run. Needs the programs
-# bench/cuda/carry_parity.sh puts into .cuda-carry/.
+# nvidia-smi's memory.used sampled every 50 ms during each run. Batch 8 (eight sequences in
+# lockstep, each with its own cache of S tokens) runs the fp16 cache and the 2-bit methods after
+# every batch-1 run. Needs the programs bench/cuda/carry_parity.sh puts into .cuda-carry/.
 #
-#   bench/cuda/runtime_speed_h200.sh OUT_DIR [SECONDS [MODELS]]
+#   bench/cuda/runtime_speed_h200.sh OUT_DIR [SECONDS [MODELS [BATCHES [CONTEXTS]]]]
 # SECONDS: no run starts after that many (default 420); MODELS: "llama3", "vq-hd128" or both
-# (default "llama3 vq-hd128").
+# (default "llama3 vq-hd128"); BATCHES: "1", "8" or both (default "1 8"); CONTEXTS: default
+# "4096 32768 131072".
 # Writes runtime_speed.{jsonl,json,md} into OUT_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:?usage: runtime_speed_h200.sh OUT_DIR [SECONDS]}
 budget=${2:-420}
 models=${3:-llama3 vq-hd128}
+batches=${4:-1 8}
+contexts=${5:-4096 32768 131072}
 mkdir -p "$out"
 source bench/cuda/carried.sh
 bench=$(carried veloxquant_bench_runtime)
@@ -30,6 +34,7 @@ fi
 [[ " $models " == *" vq-hd128 "* ]] && paths+=(models/vq-hd128.gguf)
 specs=(fp16 kivi:kbits=2,vbits=2 turboquant_mse:bits=2,vbits=2 turboquant_prod:bits=2,vbits=2 qjl:vbits=2
        kivi:kbits=4,vbits=4 turboquant_mse:bits=4,vbits=4)
+batch_specs=(fp16 kivi:kbits=2,vbits=2 turboquant_mse:bits=2,vbits=2)
 start=$SECONDS
 results="$out/runtime_speed.jsonl"
 : > "$results"
@@ -54,15 +59,19 @@ measure() {
 # Kernels load at start, not at their first launch inside a timed run (one run per test: a
 # prefill of 128k tokens is the costly part, so no warm-up run repeats it).
 export CUDA_MODULE_LOADING=EAGER
-for model in "${paths[@]}"; do
-  for ctx in 4096 32768 131072; do
-    for spec in "${specs[@]}"; do
-      if (( SECONDS - start > budget )); then echo "runtime_speed: time budget spent; skipping $model $ctx $spec"; continue; fi
-      echo "runtime_speed: $model S=$ctx $spec"
-      measure -m "$model" --device cuda --kv "$spec" -p "$ctx" -n 0 -r 1 --warmup 0 || true
-      measure -m "$model" --device cuda --kv "$spec" -p 0 -n 64 -d "$ctx" -r 1 --warmup 0 || true
+for batch in $batches; do
+  if (( batch == 1 )); then run_specs=("${specs[@]}"); else run_specs=("${batch_specs[@]}"); fi
+  for model in "${paths[@]}"; do
+    for ctx in $contexts; do
+      for spec in "${run_specs[@]}"; do
+        if (( SECONDS - start > budget )); then echo "runtime_speed: time budget spent; skipping $model $ctx $spec B$batch"; continue; fi
+        echo "runtime_speed: $model S=$ctx $spec B$batch"
+        # The prefill rate is that of the decode test's filling of its caches with S tokens.
+        measure -m "$model" --device cuda --kv "$spec" --batch "$batch" -p 0 -n 64 --tg-warmup 8 -d "$ctx" -r 1 \
+          --warmup 0 || true
+      done
     done
   done
 done
 python3 bench/cuda/runtime_speed_report.py --jsonl "$results" --out "$out" \
-  --command "bench/cuda/runtime_speed_h200.sh OUT_DIR $budget '$models'"
+  --command "bench/cuda/runtime_speed_h200.sh OUT_DIR $budget '$models' '$batches' '$contexts'"
