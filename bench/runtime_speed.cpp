@@ -3,12 +3,12 @@
 // in the cache first (untimed), then either one batch of P tokens (ppP) or G single-token steps
 // (tgG; after --tg-warmup untimed steps, which the cache's first steps at a new shape and cuBLAS's
 // first calls of the step's matrix shapes would otherwise fall into). Prints one JSON object per
-// test with every repetition and the median, and the rate at which
-// the depth tokens went in (a prefill of that many: the same work as a ppD test). With --batch B
+// test with every repetition and the median, and the rate at which the depth tokens went in (a
+// prefill of that many: the same work as a ppD test). With --batch B
 // (device cuda) B sequences run in lockstep: every test's tokens are B times as many, each step
 // one token of every sequence, and tokens/s counts all of them.
 //   veloxquant_bench_runtime -m MODEL [-p 512] [-n 128] [-d 0] [-t 1] [--kv fp16] [-r 5]
-//       [--device cpu|cuda] [--gpu-weights f16|f32] [--warmup 1] [--batch 1]
+//       [--device cpu|cuda] [--gpu-weights f16|f32] [--warmup 1] [--tg-warmup 0] [--batch 1]
 #include <fmt/format.h>
 #include <omp.h>
 

@@ -267,25 +267,17 @@ std::vector<float> Session::eval_batch(std::span<const int32_t> tokens, Logits w
   std::vector<float> chunk_logits;
   for (size_t b = 0; b < n; b += kMicroBatch) {
     const size_t nb = std::min(kMicroBatch, n - b);
-    const int32_t* in = &tokens[b];
-    if (batch > 1) {  // the micro-batch's tokens of every sequence, [batch, nb]
-      chunk.resize(batch * nb);
-      for (size_t q = 0; q < batch; ++q) std::copy_n(&tokens[q * n + b], nb, &chunk[q * nb]);
-      in = chunk.data();
-    }
+    chunk.resize(batch * nb);  // the micro-batch's tokens of every sequence, [batch, nb]
+    for (size_t q = 0; q < batch; ++q) std::copy_n(&tokens[q * n + b], nb, &chunk[q * nb]);
     if (which == Logits::All) {
-      if (batch == 1) {
-        s.step(in, nb, 0, &logits[b * vocab]);
-        continue;
-      }
       chunk_logits.resize(batch * nb * vocab);
-      s.step(in, nb, 0, chunk_logits.data());
+      s.step(chunk.data(), nb, 0, chunk_logits.data());
       for (size_t q = 0; q < batch; ++q)
         std::copy_n(&chunk_logits[q * nb * vocab], nb * vocab, &logits[(q * n + b) * vocab]);
     } else if (which == Logits::Last && b + nb == n) {
-      s.step(in, nb, nb - 1, logits.data());
+      s.step(chunk.data(), nb, nb - 1, logits.data());
     } else {
-      s.step(in, nb, nb, nullptr);
+      s.step(chunk.data(), nb, nb, nullptr);
     }
   }
   return logits;
