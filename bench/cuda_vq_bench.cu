@@ -28,9 +28,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <string>
 #include <vector>
 
@@ -336,18 +334,7 @@ Row bench_comm_vq(size_t n, int iters) {
 int main(int argc, char** argv) {
   std::string out_dir;
   int iters = 50;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out_dir = argv[++i];
-    else if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) iters = std::max(50, std::atoi(argv[++i]));
-    else {
-      std::fprintf(stderr, "usage: %s --out OUT_DIR [--iters N>=50]\n", argv[0]);
-      return 2;
-    }
-  }
-  if (out_dir.empty()) {
-    std::fprintf(stderr, "veloxquant_cuda_vq_bench: --out OUT_DIR is required\n");
-    return 2;
-  }
+  if (!vc::bench::parse_out_and_iters(argc, argv, out_dir, iters)) return 2;
   std::vector<Row> rows;
   cudaDeviceProp prop{};
   try {
@@ -366,19 +353,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "veloxquant_cuda_vq_bench: %s\n", e.what());
     return 1;
   }
-  char date[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  const std::string json_path = out_dir + "/cuda_vq.json", md_path = out_dir + "/cuda_vq.md";
-  FILE* json = std::fopen(json_path.c_str(), "w");
-  FILE* md = std::fopen(md_path.c_str(), "w");
-  if (json == nullptr || md == nullptr) {
-    std::fprintf(stderr, "veloxquant_cuda_vq_bench: cannot write %s and %s\n", json_path.c_str(), md_path.c_str());
-    return 2;
-  }
+  const std::string date = vc::bench::utc_now();
+  const vc::bench::ResultFiles files(out_dir, "cuda_vq", "veloxquant_cuda_vq_bench");
+  if (!files.ok()) return 2;
+  FILE* json = files.json;
+  FILE* md = files.md;
   std::fprintf(json, "{\n  \"command\": \"veloxquant_cuda_vq_bench --out OUT_DIR (a step of bench/cuda/run_h200.sh)\",\n  \"gpu\": \"%s\",\n  \"date\": \"%s\",\n"
                "  \"iters\": %d,\n  \"shape\": {\"head_dim\": %zu, \"kv_heads\": %zu, \"group\": %zu, \"dims\": %zu, "
-               "\"centroids\": %zu, \"nlist\": %zu},\n  \"rows\": [\n", prop.name, date, iters, kDim, kKvHeads, kGroup,
+               "\"centroids\": %zu, \"nlist\": %zu},\n  \"rows\": [\n", prop.name, date.c_str(), iters, kDim, kKvHeads, kGroup,
                kDims, kCentroids, kNlist);
   std::fprintf(md, "# CUDA vector-quantization kernels against plain implementations\n\n"
                "`veloxquant_cuda_vq_bench --out OUT_DIR` (a step of `bench/cuda/run_h200.sh`), %s, %s. head_dim %zu; assignment: N rows, "
@@ -389,7 +371,7 @@ int main(int argc, char** argv) {
                "| kernel | N | fused µs | fused GB/s | plain µs | plain GB/s | speed-up | fused read / written MB | "
                "plain read / written MB | fused vs plain |\n"
                "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n",
-               prop.name, date, kDim, kDims, kCentroids, kKvHeads, kGroup, kDims, kCentroids, kNlist, kKvHeads, kBooks,
+               prop.name, date.c_str(), kDim, kDims, kCentroids, kKvHeads, kGroup, kDims, kCentroids, kNlist, kKvHeads, kBooks,
                kEntries, iters);
   for (size_t r = 0; r < rows.size(); ++r) {
     const Row& w = rows[r];
@@ -405,7 +387,5 @@ int main(int argc, char** argv) {
                  w.plain_written / 1e6, w.check.c_str());
   }
   std::fprintf(json, "  ]\n}\n");
-  std::fclose(json);
-  std::fclose(md);
   return 0;
 }

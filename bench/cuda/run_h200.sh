@@ -2,7 +2,8 @@
 # The CUDA backend on the GPU machine (an H200 lent through the device tool): builds the benchmark
 # as a project of its own (bench/cuda: the machine has CUDA, cmake and ninja but not the CPU
 # library's dependencies), runs the parity test, times the vector-quantization kernels against
-# plain implementations (OUT_DIR/cuda_vq.{json,md}), then our decode kernels and PyTorch SDPA.
+# plain implementations (OUT_DIR/cuda_vq.{json,md}), the GPU sampler against the host's
+# (OUT_DIR/cuda_sampler.{json,md}), then our decode kernels and PyTorch SDPA.
 #
 #   bench/cuda/run_h200.sh OUT_DIR [--quick]
 #
@@ -28,6 +29,8 @@ else
 fi
 echo "run_h200: vector-quantization benchmark"
 build-h200/veloxquant_cuda_vq_bench --out "$out" || status=1
+echo "run_h200: sampler benchmark"
+build-h200/veloxquant_cuda_sampler_bench --out "$out" || status=1
 echo "run_h200: benchmark"
 build-h200/veloxquant_cuda_bench --out "$out/ours.jsonl" $quick
 python3 bench/cuda/sdpa_report.py --ours "$out/ours.jsonl" --out "$out" \

@@ -8,10 +8,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "veloxquant/cuda.h"
 #include "veloxquant/rope.h"
+#include "veloxquant/sampler.h"
 
 namespace veloxquant::cuda {
 
@@ -64,8 +66,12 @@ class DeviceDecoder {
   // from tokens[b * n]). Writes the logits of tokens [first_logit, n) of each sequence to
   // `logits` (host [batch, n - first_logit, vocab] floats; none when first_logit >= n). The
   // sequences share every weight read and every launch: a decode step of batch B reads the
-  // weights once for B tokens.
+  // weights once for B tokens. logits null: the logits stay in GPU memory for sample().
   void step(const int32_t* tokens, size_t n, size_t first_logit, float* logits);
+  // The next token of each sequence, picked on the GPU (cuda::DeviceSampler) from the logits of
+  // its last token in the last step, one request per sequence; only the ids reach the host.
+  // Throws Error when that step computed no logits or the requests are not one per sequence.
+  std::vector<int32_t> sample(std::span<const SampleRequest> requests);
 
   // Tokens each sequence holds.
   size_t tokens() const;

@@ -21,7 +21,8 @@ struct GenerateOptions {
 };
 
 // Samples up to options.max_tokens tokens after `logits`, what Session::eval returned for the
-// session's last token. Each token is accepted by the sampler, handed to `on_token` (may be
+// session's last token; each later token is picked by Session::sample (on the GPU for device
+// cuda, as the host sampler would pick it). Each token is accepted by the sampler, handed to `on_token` (may be
 // empty) and, unless it is the last one, evaluated. Stops before an end-of-generation token
 // (unless ignore_eos) and once the session has no room left. The caller accepts the prompt's
 // tokens into the sampler first. Returns the generated tokens.

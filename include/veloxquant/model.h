@@ -13,6 +13,7 @@
 #include "veloxquant/cache.h"
 #include "veloxquant/gguf.h"
 #include "veloxquant/rope.h"
+#include "veloxquant/sampler.h"
 #include "veloxquant/tokenizer.h"
 
 namespace veloxquant {
@@ -85,7 +86,9 @@ struct SessionOptions {
   size_t batch = 1;
 };
 
-enum class Logits { None, Last, All };
+// Which logits eval() computes: none, the last token's, every token's, or the last token's kept
+// in the session for sample() and not returned (on Device::Cuda they stay in GPU memory).
+enum class Logits { None, Last, All, Sample };
 
 // One sequence being decoded: the model plus one KV cache per layer.
 class Session {
@@ -104,6 +107,12 @@ class Session {
   // n tokens of sequence b from tokens[b * n]; returns [batch, rows, vocab] logits (rows: 1, n
   // or 0 as `which` says). eval() is eval_batch() of a batch-1 session and refuses a larger one.
   std::vector<float> eval_batch(std::span<const int32_t> tokens, Logits which = Logits::Last);
+  // The next token, picked by `sampler` from the logits the last eval kept (Logits::Sample), as
+  // sampler.sample() would pick it from those logits: on Device::Cuda on the GPU, only the id
+  // coming back to the host. Does not record the token (Sampler::accept does). Throws Error
+  // unless the last eval was Logits::Sample; sample_batch takes one sampler per sequence.
+  int32_t sample(Sampler& sampler);
+  std::vector<int32_t> sample_batch(std::span<Sampler> samplers);
 
   size_t position() const;
   size_t context() const;

@@ -23,6 +23,7 @@
 
 #include "cuda/common/check.cuh"
 #include "parity_util.h"
+#include "sampler_parity.h"
 #include "vq_parity.h"
 #include "veloxquant/cache.h"
 #include "veloxquant/cuda.h"
@@ -346,5 +347,6 @@ int main() {
   }
   std::printf("\n");
   ok = run_vq_parity(gen) && ok;
+  ok = run_sampler_parity(gen) && ok;
   return ok ? 0 : 1;
 }

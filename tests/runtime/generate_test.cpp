@@ -1,12 +1,15 @@
 // generate() (veloxquant/generate.h), the loop the CLI and the Python package share, on
 // stories260K: greedy generation reproduces the documented continuation, every token reaches the
-// callback in order, and generation stops at max_tokens or when the context is full.
+// callback in order, generation stops at max_tokens or when the context is full, and
+// Session::sample picks what the sampler picks from the logits eval returns.
 #include <gtest/gtest.h>
 
+#include <span>
 #include <string>
 #include <vector>
 
 #include "model_files.h"
+#include "veloxquant/error.h"
 #include "veloxquant/generate.h"
 #include "veloxquant/model.h"
 
@@ -50,6 +53,27 @@ TEST(Generate, TheLastTokenIsNotEvaluated) {
   const Generated none = run("Once upon a time", 0);
   EXPECT_TRUE(none.tokens.empty() && none.seen.empty());
   EXPECT_EQ(none.position, prompt);
+}
+
+TEST(Generate, SessionSampleIsTheSamplerOnTheKeptLogits) {
+  const std::vector<int32_t> ids = stories().tokenizer().encode("Once upon a time", true);
+  Session kept(stories(), SessionOptions{"fp16"}), returned(stories(), SessionOptions{"fp16"});
+  const SamplerOptions o{.temperature = 0.8f, .top_k = 20, .top_p = 0.9f, .repeat_penalty = 1.1f, .seed = 5};
+  Sampler a(o), b(o);
+  EXPECT_THROW(kept.sample(a), Error);  // nothing evaluated yet
+  EXPECT_TRUE(kept.eval(ids, Logits::Sample).empty());
+  std::vector<float> logits = returned.eval(ids);
+  for (int i = 0; i < 12; ++i) {
+    const int32_t x = kept.sample(a), y = b.sample(logits);
+    ASSERT_EQ(x, y) << "token " << i;
+    a.accept(x), b.accept(y);
+    kept.eval(std::span(&x, 1), Logits::Sample);
+    logits = returned.eval(std::span(&y, 1));
+  }
+  kept.eval(std::span(ids.data(), 1), Logits::Last);
+  EXPECT_THROW(kept.sample(a), Error);  // the last eval kept none
+  std::vector<Sampler> two(2, a);
+  EXPECT_THROW(kept.sample_batch(two), Error);  // one sampler per sequence
 }
 
 TEST(Generate, StopsWhenTheContextIsFull) {

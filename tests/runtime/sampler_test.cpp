@@ -2,6 +2,7 @@
 // draws follow softmax(logits / T), and the repetition penalty acts as llama.cpp's does.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <vector>
@@ -78,6 +79,31 @@ TEST(Sampler, RepetitionPenaltyDividesPositiveAndMultipliesNegativeLogits) {
   EXPECT_EQ(s.sample(kLogits), 2);
   s.accept(2);  // the window holds 4 and 2 only: 1 is back at 3.0
   EXPECT_EQ(s.sample(kLogits), 1);
+}
+
+TEST(Sampler, RequestThenPickIsSampleAndKeepsTheStream) {
+  // A sampler elsewhere (the GPU's) gets request() and picks as pick() does: the same tokens as
+  // sample() on a twin sampler, the penalty's tokens distinct and sorted, one draw per token.
+  const SamplerOptions o{.temperature = 0.9f, .top_k = 3, .top_p = 0.9f, .repeat_penalty = 1.3f, .seed = 11};
+  Sampler direct(o), split(o);
+  for (int i = 0; i < 200; ++i) {
+    const int32_t a = direct.sample(kLogits);
+    const SampleRequest r = split.request();
+    EXPECT_TRUE(std::is_sorted(r.penalized.begin(), r.penalized.end()));
+    EXPECT_EQ(std::adjacent_find(r.penalized.begin(), r.penalized.end()), r.penalized.end());
+    EXPECT_GE(r.uniform, 0.0);
+    EXPECT_LT(r.uniform, 1.0);
+    const int32_t b = Sampler::pick(kLogits, r);
+    ASSERT_EQ(a, b) << "token " << i;
+    direct.accept(a), split.accept(b);
+  }
+  // Greedy takes no draw: the penalty's tokens still come along.
+  Sampler greedy(SamplerOptions{.temperature = 0.0f, .repeat_penalty = 2.0f});
+  greedy.accept(1), greedy.accept(1);
+  const SampleRequest g = greedy.request();
+  EXPECT_EQ(g.uniform, 0.0);
+  EXPECT_EQ(g.penalized, std::vector<int32_t>{1});
+  EXPECT_EQ(Sampler::pick(kLogits, g), 4);
 }
 
 TEST(Sampler, RejectsBadOptions) {

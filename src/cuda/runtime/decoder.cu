@@ -10,8 +10,10 @@
 #include <type_traits>
 
 #include "cuda/common/check.cuh"
+#include "cuda/common/device_array.cuh"
 #include "cuda/runtime/decoder_kernels.h"
 #include "veloxquant/cuda_decoder.h"
+#include "veloxquant/cuda_sampler.h"
 #include "veloxquant/error.h"
 
 namespace veloxquant::cuda {
@@ -24,24 +26,6 @@ void check_cublas(cublasStatus_t status, const char* call, const char* file, int
   }
 }
 #define VQ_CUBLAS_CHECK(call) check_cublas((call), #call, __FILE__, __LINE__)
-
-// A device allocation of n elements, freed with its owner.
-template <class T>
-struct DeviceArray {
-  T* ptr = nullptr;
-  size_t size = 0;
-  DeviceArray() = default;
-  explicit DeviceArray(size_t n) : size(n) { if (n > 0) VQ_CUDA_CHECK(cudaMalloc(&ptr, n * sizeof(T))); }
-  DeviceArray(const T* host, size_t n) : DeviceArray(n) {
-    if (n > 0) VQ_CUDA_CHECK(cudaMemcpy(ptr, host, n * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  DeviceArray(DeviceArray&& o) noexcept : ptr(o.ptr), size(o.size) { o.ptr = nullptr, o.size = 0; }
-  DeviceArray& operator=(DeviceArray&& o) noexcept {
-    std::swap(ptr, o.ptr), std::swap(size, o.size);
-    return *this;
-  }
-  ~DeviceArray() { if (ptr != nullptr) cudaFree(ptr); }
-};
 
 template <class T>
 DeviceArray<T> upload(const std::vector<T>& host, size_t expected, const std::string& name) {
@@ -95,6 +79,8 @@ struct DeviceDecoder::Impl {
   DeviceArray<float> output_norm;
   DeviceArray<double> inv_freq;
   std::vector<std::unique_ptr<DeviceCache>> caches;
+  std::unique_ptr<DeviceSampler> sampler;  // made by the first sample()
+  size_t logit_rows = 0;  // tokens per sequence whose logits the last step left in `logits`
   // Scratch for one step of up to max_step tokens of every sequence.
   DeviceArray<int32_t> token_ids;
   DeviceArray<int64_t> positions;
@@ -306,7 +292,8 @@ void DeviceDecoder::step(const int32_t* tokens, size_t n, size_t first_logit, fl
   if (m.shape.precision == Precision::F32) m.forward<float>(static_cast<int>(n), first_logit);
   else m.forward<__half>(static_cast<int>(n), first_logit);
   m.tokens += n;
-  if (first_logit < n) {
+  m.logit_rows = first_logit < n ? n - first_logit : 0;
+  if (first_logit < n && logits != nullptr) {
     // Row (i, b) of the device's logits to logits[b][i - first_logit].
     const size_t kept = n - first_logit, row_bytes = vocab * sizeof(float);
     for (size_t b = 0; b < batch; ++b) {
@@ -315,6 +302,21 @@ void DeviceDecoder::step(const int32_t* tokens, size_t n, size_t first_logit, fl
     }
   }
   VQ_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+}
+
+std::vector<int32_t> DeviceDecoder::sample(std::span<const SampleRequest> requests) {
+  Impl& m = *impl_;
+  if (m.logit_rows == 0) {
+    throw Error("cuda decoder: sample after a step that computed no logits; expected a step with first_logit < n");
+  }
+  if (requests.size() != m.batch) {
+    throw Error("cuda decoder: " + std::to_string(requests.size()) + " sample requests for " +
+                std::to_string(m.batch) + " sequences; expected one per sequence");
+  }
+  if (!m.sampler) m.sampler = std::make_unique<DeviceSampler>(m.shape.vocab, m.batch);
+  // Rows are token-major: the last token's row of every sequence, one after another.
+  const float* last = m.logits.ptr + (m.logit_rows - 1) * m.batch * m.shape.vocab;
+  return m.sampler->sample(last, m.shape.vocab, requests, m.stream);
 }
 
 size_t DeviceDecoder::tokens() const { return impl_->tokens; }
@@ -334,6 +336,9 @@ size_t DeviceDecoder::value_bytes() const {
 
 size_t DeviceDecoder::weight_bytes() const { return impl_->weight_bytes; }
 
-void DeviceDecoder::reset() { impl_->make_caches(); }
+void DeviceDecoder::reset() {
+  impl_->make_caches();
+  impl_->logit_rows = 0;
+}
 
 }  // namespace veloxquant::cuda

@@ -40,6 +40,7 @@ class CudaForward final : public DeviceForward {
   void step(const int32_t* tokens, size_t n, size_t first_logit, float* logits) override {
     decoder_.step(tokens, n, first_logit, logits);
   }
+  std::vector<int32_t> sample(std::span<const SampleRequest> requests) override { return decoder_.sample(requests); }
   size_t key_bytes() const override { return decoder_.key_bytes(); }
   size_t value_bytes() const override { return decoder_.value_bytes(); }
   void reset() override { decoder_.reset(); }

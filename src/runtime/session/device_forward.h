@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <vector>
 
 #include "veloxquant/model.h"
 #include "veloxquant/spec.h"
@@ -18,7 +20,10 @@ class DeviceForward {
   // Session::Impl::step's contract for each of the session's sequences: n tokens at the next
   // positions (tokens [batch, n]), logits of tokens [first_logit, n) into `logits` ([batch,
   // n - first_logit, vocab]).
+  // logits null: they stay on the device for sample().
   virtual void step(const int32_t* tokens, size_t n, size_t first_logit, float* logits) = 0;
+  // Each sequence's next token from its last token's logits of the last step, picked on the device.
+  virtual std::vector<int32_t> sample(std::span<const SampleRequest> requests) = 0;
   virtual size_t key_bytes() const = 0;
   virtual size_t value_bytes() const = 0;
   virtual void reset() = 0;

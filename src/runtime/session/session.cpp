@@ -110,6 +110,10 @@ struct Session::Impl {
   std::vector<double> importance;
   bool importance_set = false;
   CacheObserver* observer = nullptr;  // not owned; null: nothing is timed or recorded
+  // The last eval was Logits::Sample: its last token's logits are in `kept` (Device::Cpu) or on
+  // the GPU, for sample().
+  bool logits_kept = false;
+  std::vector<float> kept;
 
   Impl(Model m, SessionOptions o) : model(std::move(m)), options(std::move(o)) {
     const ModelConfig& c = model.config();
@@ -263,6 +267,7 @@ std::vector<float> Session::eval_batch(std::span<const int32_t> tokens, Logits w
   }
   const size_t rows = which == Logits::All ? n : which == Logits::Last ? 1 : 0;
   std::vector<float> logits(batch * rows * vocab);
+  s.logits_kept = false;
   std::vector<int32_t> chunk;
   std::vector<float> chunk_logits;
   for (size_t b = 0; b < n; b += kMicroBatch) {
@@ -276,11 +281,31 @@ std::vector<float> Session::eval_batch(std::span<const int32_t> tokens, Logits w
         std::copy_n(&chunk_logits[q * nb * vocab], nb * vocab, &logits[(q * n + b) * vocab]);
     } else if (which == Logits::Last && b + nb == n) {
       s.step(chunk.data(), nb, nb - 1, logits.data());
+    } else if (which == Logits::Sample && b + nb == n) {
+      // The GPU keeps them in its own memory; the CPU runtime in `kept`.
+      if (!s.gpu) s.kept.resize(vocab);
+      s.step(chunk.data(), nb, nb - 1, s.gpu ? nullptr : s.kept.data());
+      s.logits_kept = true;
     } else {
       s.step(chunk.data(), nb, nb, nullptr);
     }
   }
   return logits;
+}
+
+int32_t Session::sample(Sampler& sampler) { return sample_batch(std::span(&sampler, 1)).front(); }
+
+std::vector<int32_t> Session::sample_batch(std::span<Sampler> samplers) {
+  Impl& s = *impl_;
+  if (samplers.size() != s.options.batch) {
+    throw Error("sample got " + std::to_string(samplers.size()) + " samplers for " + std::to_string(s.options.batch) +
+                " sequences; expected one per sequence");
+  }
+  if (!s.logits_kept) throw Error("sample: the last eval kept no logits; expected eval with Logits::Sample first");
+  if (!s.gpu) return {samplers.front().sample(s.kept)};
+  std::vector<SampleRequest> requests;
+  for (Sampler& sampler : samplers) requests.push_back(sampler.request());
+  return s.gpu->sample(requests);
 }
 
 size_t Session::position() const { return impl_->position; }
@@ -333,6 +358,7 @@ void Session::reset() {
   if (s.gpu) s.gpu->reset();
   else s.make_caches();
   s.position = 0;
+  s.logits_kept = false;
   for (auto& h : s.history) h.clear();
   if (s.observer) s.observer->reset();
 }
@@ -390,6 +416,7 @@ void Session::restore(std::vector<int32_t> tokens, std::vector<KVCache> caches) 
   s.caches = std::move(caches);
   s.history[0] = std::move(tokens);
   s.position = s.history[0].size();
+  s.logits_kept = false;
 }
 
 }  // namespace veloxquant
