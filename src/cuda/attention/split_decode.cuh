@@ -19,6 +19,10 @@ namespace veloxquant::cuda {
 inline constexpr int kWarps = 4;
 inline constexpr int kThreads = kWarps * kWarp;
 inline constexpr int kTileTokens = 32;  // tokens a warp takes at a time (two m16 halves)
+// Fewest tiles a split of the compressed part takes (1024 tokens): with one stream (the head_dim-128
+// model's single KV head at batch 1) two waves of blocks would cut 128k tokens into splits of 128,
+// each paying its fixed work for little reading. The sweep behind 32 is in docs/cuda.md.
+inline constexpr int kMinSplitTiles = 32;
 
 // Shared memory the block's epilogue uses: every warp's outputs [kWarps][MAXG][dim] and states.
 template <int MAXG>

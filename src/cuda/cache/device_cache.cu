@@ -204,12 +204,15 @@ struct DeviceCache::Impl {
     }
     // Two full waves of the kernel's resident blocks: the splits of every stream and query, the
     // ring's included, fill them, so no wave runs a few blocks alone, and the short ring blocks
-    // leave room the second wave fills. Each split is a whole number of tiles per warp.
+    // leave room the second wave fills. Each split is a whole number of tiles per warp, and at
+    // least kMinSplitTiles: with few streams (one KV head, batch 1) two waves would cut a long
+    // cache into splits of a few hundred tokens, each paying its fixed work (the query's
+    // preparation, the codebooks, a partial row written and combined) for little reading.
     const int n_streams = static_cast<int>(streams() * queries);
     const int ring = p.tokens > p.key_encoded ? 1 : 0;
     const int per_stream = std::max(1 + ring, 2 * resident_blocks_of(kernel) * sms / n_streams);
     const int per_split = (p.main_tiles + per_stream - ring - 1) / (per_stream - ring);
-    p.tiles_per_split = static_cast<int>(round_up(std::max(per_split, kWarps), kWarps));
+    p.tiles_per_split = static_cast<int>(round_up(std::max(per_split, kMinSplitTiles), kWarps));
     p.main_splits = (p.main_tiles + p.tiles_per_split - 1) / p.tiles_per_split;
     p.splits = p.main_splits + ring;
     p.keys = keys, p.values = values;
