@@ -3,7 +3,7 @@
 // penalty, top-k, top-p, temperature, then the row's draw, ties to the lower token id. The host
 // Sampler supplies each row's SampleRequest, so a GPU-sampled sequence is the one the host's
 // Sampler would give for the same logits and seed. Greedy rows take a per-row argmax; sampled rows
-// sort their logits (a segmented radix sort) and one block per row scans the kept candidates.
+// sort their logits (one radix sort per row) and one block per row scans the kept candidates.
 // No CUDA headers needed: device pointers are plain pointers, the stream is a cudaStream_t as void*.
 #pragma once
 

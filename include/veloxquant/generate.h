@@ -22,10 +22,10 @@ struct GenerateOptions {
 
 // Samples up to options.max_tokens tokens after `logits`, what Session::eval returned for the
 // session's last token; each later token is picked by Session::sample (on the GPU for device
-// cuda, as the host sampler would pick it). Each token is accepted by the sampler, handed to `on_token` (may be
-// empty) and, unless it is the last one, evaluated. Stops before an end-of-generation token
-// (unless ignore_eos) and once the session has no room left. The caller accepts the prompt's
-// tokens into the sampler first. Returns the generated tokens.
+// cuda, as the host sampler would pick it). Each token is accepted by the sampler, handed to
+// `on_token` (may be empty) and, unless it is the last one, evaluated. Stops before an
+// end-of-generation token (unless ignore_eos) and once the session has no room left. The caller
+// accepts the prompt's tokens into the sampler first. Returns the generated tokens.
 std::vector<int32_t> generate(Session& session, Sampler& sampler, std::vector<float> logits,
                               const GenerateOptions& options,
                               const std::function<void(int32_t)>& on_token = {});

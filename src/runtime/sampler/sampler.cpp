@@ -31,6 +31,7 @@ SampleRequest Sampler::request() {
 }
 
 int32_t Sampler::sample(std::span<const float> logits) {
+  // Refused before request() takes a draw, so a bad call leaves the stream where it was.
   if (logits.empty()) throw Error("sample got no logits; expected one per vocabulary token");
   return pick(logits, request());
 }

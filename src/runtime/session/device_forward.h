@@ -19,8 +19,7 @@ class DeviceForward {
   virtual ~DeviceForward() = default;
   // Session::Impl::step's contract for each of the session's sequences: n tokens at the next
   // positions (tokens [batch, n]), logits of tokens [first_logit, n) into `logits` ([batch,
-  // n - first_logit, vocab]).
-  // logits null: they stay on the device for sample().
+  // n - first_logit, vocab]; null: they stay on the device for sample()).
   virtual void step(const int32_t* tokens, size_t n, size_t first_logit, float* logits) = 0;
   // Each sequence's next token from its last token's logits of the last step, picked on the device.
   virtual std::vector<int32_t> sample(std::span<const SampleRequest> requests) = 0;
