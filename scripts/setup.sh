@@ -23,35 +23,45 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# The Python test oracles (tests/python, run by CTest) use .venv. pip runs only when the pinned
-# requirements or the Python version change (a stamp inside .venv records both), so a second
-# setup spends no time here.
-requirements=tests/python/requirements.txt
-want="$(sha256sum "$requirements" | cut -d' ' -f1) $(python3 --version)"
+# The Python test oracles (tests/python, run by CTest) and the package build (python/) use .venv.
+# pip runs only when the pinned requirements or the Python version change (a stamp inside .venv
+# records them), so a second setup spends no time here.
+requirements=(tests/python/requirements.txt python/requirements.txt)
+want="$(cat "${requirements[@]}" | sha256sum | cut -d' ' -f1) $(python3 --version)"
 if [ ! -x .venv/bin/python ] || [ "$(cat .venv/requirements.stamp 2>/dev/null)" != "$want" ]; then
-  echo "setup: installing $requirements into .venv" >&2
+  echo "setup: installing ${requirements[*]} into .venv" >&2
   python3 -m venv .venv
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-input -r "$requirements"
+  for r in "${requirements[@]}"; do
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-input -r "$r"
+  done
   echo "$want" >.venv/requirements.stamp
 fi
 
 werror=OFF; [ -n "${CI:-}" ] && werror=ON
 
+# One build of the library serves the CLI, the tests and the Python package: build/ also builds
+# the extension module (VELOXQUANT_PYTHON) with the .venv interpreter.
+build_dir=${BUILD_DIR:-build}
+defines=(-DCMAKE_BUILD_TYPE=Release -DVELOXQUANT_WERROR="$werror" -DVELOXQUANT_PYTHON=ON
+         -DVELOXQUANT_BUILD_TESTS=ON -DVELOXQUANT_BUILD_BENCH=ON -DPython_EXECUTABLE="$PWD/.venv/bin/python")
+cmake -S . -B "$build_dir" -G Ninja "${defines[@]}" >/dev/null
+cmake --build "$build_dir" -j "$(nproc)"
+
 # The Python package (pyproject.toml, python/) in .venv, for its tests (python/tests, run by
-# CTest). pip builds it in build-python/, which persists, and runs only when a file the package
-# is built from changed since the last install (a stamp inside .venv records their hash).
+# CTest). pip packs it from the same build folder, configured with the same definitions, so it
+# compiles nothing; it runs only when a file the package is built from changed since the last
+# install (a stamp inside .venv records their hash).
 package_sources=(CMakeLists.txt pyproject.toml python/requirements.txt python/CMakeLists.txt
                  python/src python/veloxquant include src)
 want="$(find "${package_sources[@]}" -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)"
 if [ "$(cat .venv/package.stamp 2>/dev/null)" != "$want" ]; then
-  echo "setup: building the Python package into .venv" >&2
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-input -r python/requirements.txt
-  CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)} .venv/bin/python -m pip install \
-    --quiet --disable-pip-version-check --no-input --no-build-isolation \
-    --config-settings=cmake.define.VELOXQUANT_WERROR="$werror" ./
+  echo "setup: installing the Python package into .venv from $build_dir" >&2
+  settings=(--config-settings=build-dir="$build_dir")
+  for d in "${defines[@]}"; do
+    d=${d#-D}
+    settings+=("--config-settings=cmake.define.${d%%=*}=${d#*=}")
+  done
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-input --no-build-isolation \
+    "${settings[@]}" ./
   echo "$want" >.venv/package.stamp
 fi
-
-build_dir=${BUILD_DIR:-build}
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVELOXQUANT_WERROR="$werror" >/dev/null
-cmake --build "$build_dir" -j "$(nproc)"
