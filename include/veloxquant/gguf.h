@@ -1,5 +1,6 @@
 // GGUF model files (versions 2 and 3, little-endian): a bounds-checked reader over a read-only
-// memory mapping, a writer, and the ggml tensor types with Q8_0 / Q4_0 (de)quantization.
+// memory mapping, a writer, the ggml tensor types, their dequantization and Q8_0 / Q4_0
+// quantization.
 #pragma once
 
 #include <cstddef>
@@ -40,7 +41,8 @@ const char* ggml_type_name(GgmlType t);  // "q8_0"
 // Elements per block and bytes per block (1 and the element size for the plain types).
 uint32_t ggml_block_elements(GgmlType t);
 uint32_t ggml_block_bytes(GgmlType t);
-// Whether dequantize() decodes this type: F32, F16, BF16, Q8_0 and Q4_0.
+// Whether dequantize() decodes this type: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K,
+// IQ4_NL and IQ4_XS (every type of llama-quantize's usual presets).
 bool ggml_type_decodable(GgmlType t);
 
 // Decodes out.size() elements of `type` from `data` to f32. Throws FormatError naming the type if

@@ -40,8 +40,8 @@ struct ModelConfig {
 // The architectures Model::load accepts, e.g. {"llama", "qwen2"}.
 std::vector<std::string> supported_architectures();
 
-// Weights stay in the file's memory mapping; F32, F16, BF16, Q8_0 and Q4_0 tensors are used as
-// stored. Copies share the same weights.
+// Weights stay in the file's memory mapping and are used as stored, in every type dequantize()
+// decodes (ggml_type_decodable). Copies share the same weights.
 class Model {
  public:
   // Throws FormatError naming the problem: an unsupported architecture (listing the supported

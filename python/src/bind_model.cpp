@@ -121,7 +121,7 @@ void bind_model(nb::module_& m) {
 
   const SamplerOptions defaults;
   nb::class_<Model>(m, "Model",
-                    "A Llama-family GGUF model (llama, mistral, qwen2; F32/F16/BF16/Q8_0/Q4_0 "
+                    "A Llama-family GGUF model (llama, mistral, qwen2; float, legacy, K-quant and IQ4 "
                     "weights, memory-mapped) whose attention runs through a KV-cache method.")
       .def("__init__", [](Model* self, const std::filesystem::path& path) { new (self) Model(Model::load(path.string())); },
            nb::arg("path"), "Loads a GGUF file; raises Error naming the problem when it cannot.")

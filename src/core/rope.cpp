@@ -21,8 +21,7 @@ void apply_rope(const RopeParams& rope, float* x, size_t heads, size_t head_dim,
   // token of a model share one) instead of calling pow per pair per call.
   thread_local RopeParams cached{};
   thread_local double inv_freq[512];
-  if (cached.dims != rope.dims || cached.freq_base != rope.freq_base ||
-      cached.freq_scale != rope.freq_scale) {
+  if (!(cached == rope)) {
     rope_inverse_frequencies(rope, inv_freq);
     cached = rope;
   }
@@ -33,13 +32,14 @@ void apply_rope(const RopeParams& rope, float* x, size_t heads, size_t head_dim,
     sin_t[i] = std::sin(p * inv_freq[i]);
   }
   const bool neox = rope.layout == RopeLayout::Neox;
+  const double m = rope.magnitude;  // 1 but with YaRN: multiplying by it is then exact
   for (size_t h = 0; h < heads; ++h) {
     float* v = x + h * head_dim;
     for (size_t i = 0; i < half; ++i) {
       const size_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
       const double x0 = v[a], x1 = v[b];
-      v[a] = static_cast<float>(x0 * cos_t[i] - x1 * sin_t[i]);
-      v[b] = static_cast<float>(x0 * sin_t[i] + x1 * cos_t[i]);
+      v[a] = static_cast<float>((x0 * cos_t[i] - x1 * sin_t[i]) * m);
+      v[b] = static_cast<float>((x0 * sin_t[i] + x1 * cos_t[i]) * m);
     }
   }
 }

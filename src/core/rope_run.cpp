@@ -6,10 +6,7 @@
 namespace veloxquant {
 
 void rope_inverse_frequencies(const RopeParams& rope, double* inv_freq) {
-  for (size_t i = 0; i < rope.dims / 2; ++i) {
-    inv_freq[i] = rope.freq_scale * std::pow(static_cast<double>(rope.freq_base),
-                                             -2.0 * static_cast<double>(i) / rope.dims);
-  }
+  for (size_t i = 0; i < rope.dims / 2; ++i) inv_freq[i] = rope_inverse_frequency(rope, i);
 }
 
 void apply_rope_run(const RopeParams& rope, float* x, size_t n, size_t head_dim, int64_t first) {
@@ -22,6 +19,7 @@ void apply_rope_run(const RopeParams& rope, float* x, size_t n, size_t head_dim,
   rope_inverse_frequencies(rope, inv_freq.data());
   for (size_t i = 0; i < half; ++i) step_cos[i] = std::cos(inv_freq[i]), step_sin[i] = std::sin(inv_freq[i]);
   const bool neox = rope.layout == RopeLayout::Neox;
+  const double m = rope.magnitude;
   for (size_t j = 1; j < n; ++j) {
     const double p = static_cast<double>(first + static_cast<int64_t>(j));
     for (size_t i = 0; i < half; ++i) {
@@ -37,8 +35,8 @@ void apply_rope_run(const RopeParams& rope, float* x, size_t n, size_t head_dim,
     for (size_t i = 0; i < half; ++i) {
       const size_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
       const double x0 = v[a], x1 = v[b];
-      v[a] = static_cast<float>(x0 * c[i] - x1 * s[i]);
-      v[b] = static_cast<float>(x0 * s[i] + x1 * c[i]);
+      v[a] = static_cast<float>((x0 * c[i] - x1 * s[i]) * m);
+      v[b] = static_cast<float>((x0 * s[i] + x1 * c[i]) * m);
     }
   }
 }

@@ -10,8 +10,8 @@
 
 namespace veloxquant {
 
-// inv_freq[i] = freq_scale * freq_base^(-2i / dims) for i < dims / 2: the angle pair i turns by
-// per position. REQUIRES: room for dims / 2 values.
+// inv_freq[i] = rope_inverse_frequency(rope, i) for i < dims / 2: the angle pair i turns by per
+// position. REQUIRES: room for dims / 2 values.
 void rope_inverse_frequencies(const RopeParams& rope, double* inv_freq);
 
 // Rotates n vectors of head_dim floats (contiguous) in place, vector j to position first + j, as

@@ -53,6 +53,11 @@ def dump_logits_tool() -> str:
 
 
 @pytest.fixture(scope="session")
+def dump_tensors_tool() -> str:
+    return str(_env_path("VELOXQUANT_DUMP_TENSORS"))
+
+
+@pytest.fixture(scope="session")
 def fixture_files(make_fixture_tool, tmp_path_factory):
     """variant -> (gguf path, manifest path), each written on first use."""
     out_dir = tmp_path_factory.mktemp("fixtures")

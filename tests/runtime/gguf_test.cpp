@@ -181,9 +181,9 @@ TEST(GgufTensors, EveryTensorTypeRoundTripsAligned) {
     std::memcpy(&f16[2 * i], &h, 2);
     std::memcpy(&bf16[2 * i], &b, 2);
   }
-  // Q4_K is listed and its raw bytes are served, but it is not decoded.
-  std::vector<uint8_t> q4_k(144);
-  for (size_t i = 0; i < q4_k.size(); ++i) q4_k[i] = static_cast<uint8_t>(i * 7);
+  // IQ2_XXS is listed and its raw bytes are served, but it is not decoded.
+  std::vector<uint8_t> iq2(66);
+  for (size_t i = 0; i < iq2.size(); ++i) iq2[i] = static_cast<uint8_t>(i * 7);
   const std::vector<std::tuple<std::string, GgmlType, std::vector<uint64_t>, std::vector<uint8_t>>>
       tensors = {
           {"f32", GgmlType::F32, {3}, f32_bytes({1.0f, -2.0f, 3.5f})},  // 12 bytes: padding follows
@@ -191,7 +191,7 @@ TEST(GgufTensors, EveryTensorTypeRoundTripsAligned) {
           {"bf16", GgmlType::BF16, {8, 4, 2}, bf16},
           {"q8_0", GgmlType::Q8_0, {32, 2}, quantize_q8_0(values)},
           {"q4_0", GgmlType::Q4_0, {32, 1, 2, 1}, quantize_q4_0(values)},
-          {"q4_k", GgmlType::Q4_K, {256}, q4_k},
+          {"iq2_xxs", GgmlType::IQ2_XXS, {256}, iq2},
       };
   for (uint32_t alignment : {32u, 64u, 1u}) {
     GgufWriter w;
@@ -222,10 +222,10 @@ TEST(GgufTensors, EveryTensorTypeRoundTripsAligned) {
     EXPECT_EQ(f.tensor("q8_0").elements, 64u);
     EXPECT_EQ(f.tensor_f32(f.tensor("q4_0")).size(), 64u);
     try {
-      f.tensor_f32(f.tensor("q4_k"));
+      f.tensor_f32(f.tensor("iq2_xxs"));
       FAIL() << "expected a FormatError";
     } catch (const FormatError& e) {
-      EXPECT_NE(std::string(e.what()).find("'q4_k' has type q4_K"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("'iq2_xxs' has type iq2_xxs"), std::string::npos) << e.what();
     }
   }
 }
@@ -385,7 +385,8 @@ TEST(GgufQuant, BadInputsAreErrors) {
   std::vector<float> out(32);
   EXPECT_THROW(dequantize(GgmlType::Q8_0, std::vector<uint8_t>(33), out), Error);
   std::vector<float> block_k(256);
-  EXPECT_THROW(dequantize(GgmlType::Q6_K, std::vector<uint8_t>(210), block_k), FormatError);
+  EXPECT_THROW(dequantize(GgmlType::Q6_K, std::vector<uint8_t>(209), block_k), Error);
+  EXPECT_THROW(dequantize(GgmlType::IQ2_XXS, std::vector<uint8_t>(66), block_k), FormatError);
 }
 
 // ---- hostile files -------------------------------------------------------------------------------

@@ -2,11 +2,14 @@
 // way a file can fail to describe a model the runtime can run.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <string>
 
 #include "expect_error.h"
 #include "model_files.h"
 #include "veloxquant/model.h"
+#include "veloxquant/rope.h"
 
 namespace veloxquant {
 namespace {
@@ -90,8 +93,8 @@ TEST(Model, NamesBadHyperparameters) {
   c.set("llama.attention.layer_norm_rms_epsilon", GgufValue(-1.0f));
   EXPECT_LOAD_ERROR(c, "layer_norm_rms_epsilon' is -1");
   c = stories();
-  c.set("llama.rope.scaling.type", GgufValue(std::string("yarn")));
-  EXPECT_LOAD_ERROR(c, "'yarn' is not supported; supported: none, linear");
+  c.set("llama.rope.scaling.type", GgufValue(std::string("longrope")));
+  EXPECT_LOAD_ERROR(c, "'longrope' is not supported; supported: none, linear, yarn");
 }
 
 TEST(Model, ReadsLinearRopeScalingAndFrequencyBase) {
@@ -104,15 +107,68 @@ TEST(Model, ReadsLinearRopeScalingAndFrequencyBase) {
   EXPECT_EQ(m.config().rope.freq_base, 500000.0f);
 }
 
+TEST(Model, ReadsYarnRopeScalingAsLlamaCppComputesIt) {
+  // stories260K rotates all 8 dims of its heads. With base 1e6 and 32768 original positions,
+  // ggml_rope_yarn_corr_dims gives floor(1.47) = 1 and ceil(2.48) = 3.
+  GgufContents c = stories();
+  c.set("llama.rope.scaling.type", GgufValue(std::string("yarn")));
+  c.set("llama.rope.scaling.factor", GgufValue(4.0f));
+  c.set("llama.rope.scaling.original_context_length", GgufValue(uint32_t{32768}));
+  c.set("llama.rope.freq_base", GgufValue(1e6f));
+  const RopeParams r = Model::from_gguf(c.build()).config().rope;
+  EXPECT_EQ(r.freq_scale, 0.25f);
+  EXPECT_EQ(r.ext_factor, 1.0f);
+  EXPECT_EQ(r.yarn_low, 1.0f);
+  EXPECT_EQ(r.yarn_high, 3.0f);
+  EXPECT_FLOAT_EQ(r.magnitude, 1.0f + 0.1f * std::log(4.0f));
+  // Below the low dim a pair keeps its frequency, from the high dim on it is interpolated, and
+  // halfway it takes the mean of the two.
+  auto plain = [](size_t i) { return std::pow(1e6, -2.0 * static_cast<double>(i) / 8); };
+  EXPECT_DOUBLE_EQ(rope_inverse_frequency(r, 0), plain(0));
+  EXPECT_DOUBLE_EQ(rope_inverse_frequency(r, 1), plain(1));
+  EXPECT_DOUBLE_EQ(rope_inverse_frequency(r, 2), plain(2) * (0.25 + 1.0) / 2);
+  EXPECT_DOUBLE_EQ(rope_inverse_frequency(r, 3), plain(3) * 0.25);
+  // The attention factor multiplies, and "none" never scales.
+  c.set("llama.rope.scaling.attn_factor", GgufValue(0.5f));
+  EXPECT_FLOAT_EQ(Model::from_gguf(c.build()).config().rope.magnitude, 0.5f * (1.0f + 0.1f * std::log(4.0f)));
+  c.set("llama.rope.scaling.type", GgufValue(std::string("none")));
+  EXPECT_EQ(Model::from_gguf(c.build()).config().rope.freq_scale, 1.0f);
+}
+
+TEST(Model, ReadsLlama3FrequencyFactorsAndChecksThem) {
+  GgufContents c = stories();
+  auto with_factors = [&](std::vector<float> f) {
+    GgufContents d = c;
+    std::vector<uint8_t> bytes(f.size() * 4);
+    std::memcpy(bytes.data(), f.data(), bytes.size());
+    d.tensors.push_back({"rope_freqs.weight", GgmlType::F32, {f.size()}, bytes});
+    return d;
+  };
+  const Model m = Model::from_gguf(with_factors({1, 2, 4, 8}).build());
+  const RopeParams& r = m.config().rope;
+  ASSERT_TRUE(r.freq_factors);
+  EXPECT_EQ(*r.freq_factors, (std::vector<float>{1, 2, 4, 8}));
+  EXPECT_DOUBLE_EQ(rope_inverse_frequency(r, 3), std::pow(10000.0, -6.0 / 8) / 8);
+  // A query rotated with the factors differs from one without, pair by pair as the factors say.
+  std::vector<float> x(8, 1.0f), y(8, 1.0f);
+  apply_rope(r, x.data(), 1, 8, 5);
+  apply_rope(RopeParams{.dims = 8}, y.data(), 1, 8, 5);
+  EXPECT_EQ(x[0], y[0]);
+  EXPECT_NE(x[6], y[6]);
+  EXPECT_LOAD_ERROR(with_factors({1, 2, 4}), "tensor 'rope_freqs.weight' has shape [3]; expected [4]");
+  EXPECT_LOAD_ERROR(with_factors({1, 0, 4, 8}), "'rope_freqs.weight' value 1 is 0");
+  EXPECT_LOAD_ERROR(with_factors({1, 2, NAN, 8}), "'rope_freqs.weight' value 2 is nan");
+}
+
 TEST(Model, RefusesATensorTypeItCannotMultiply) {
   GgufContents c = stories();
   for (auto& t : c.tensors) {
     if (t.name != "blk.0.attn_q.weight") continue;
-    t.type = GgmlType::Q5_0;  // 4096 elements: 128 blocks of 22 bytes
-    t.data.resize(128 * 22);
+    t.type = GgmlType::IQ2_XS;  // 4096 elements: 16 super-blocks of 74 bytes
+    t.data.resize(16 * 74);
   }
   EXPECT_LOAD_ERROR(c, "blk.0.attn_q.weight");
-  EXPECT_LOAD_ERROR(c, "q5_0");
+  EXPECT_LOAD_ERROR(c, "iq2_xs");
 }
 
 }  // namespace

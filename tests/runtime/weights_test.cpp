@@ -18,8 +18,10 @@
 namespace veloxquant::runtime {
 namespace {
 
-constexpr GgmlType kTypes[] = {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0,
-                               GgmlType::Q4_0};
+constexpr GgmlType kTypes[] = {
+    GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
+    GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K,
+    GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
 
 // Every result is an f32 sum of f32 products of exactly representable weights (fp16 / bf16
 // values and d * code are exact in f32), so its error against the exact dot product is below
@@ -36,6 +38,37 @@ std::vector<float> random_values(size_t n, uint64_t seed) {
   std::vector<float> v(n);
   for (float& x : v) x = static_cast<float>(rng.normal());
   return v;
+}
+
+// Byte offsets of the fp16 scales (d, and the min or dmin) inside one block of the types that
+// have no quantizer here (ggml-common.h's layouts).
+std::vector<size_t> scale_offsets(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_1:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K: return {0, 2};
+    case GgmlType::Q2_K: return {80, 82};
+    case GgmlType::Q3_K: return {108};
+    case GgmlType::Q6_K: return {208};
+    default: return {0};  // Q5_0, IQ4_NL, IQ4_XS
+  }
+}
+
+// Random codes and sub-block scales with finite fp16 scales of either sign: blocks as a
+// quantizer could write them, some of every code value.
+std::vector<uint8_t> random_blocks(GgmlType type, size_t elements, uint64_t seed) {
+  Rng rng(seed);
+  const size_t block = ggml_block_bytes(type);
+  std::vector<uint8_t> out(elements / ggml_block_elements(type) * block);
+  for (uint8_t& b : out) b = static_cast<uint8_t>(rng.next_u64());
+  for (size_t at = 0; at < out.size(); at += block) {
+    for (size_t offset : scale_offsets(type)) {
+      const uint16_t h = f32_to_f16(static_cast<float>(0.01 * rng.normal()));
+      std::memcpy(&out[at + offset], &h, 2);
+    }
+  }
+  return out;
 }
 
 std::vector<uint8_t> encode(GgmlType type, const std::vector<float>& v) {
@@ -60,6 +93,15 @@ std::vector<uint8_t> encode(GgmlType type, const std::vector<float>& v) {
   return out;
 }
 
+// n random weights stored as `type`: quantized from normal values where the library has the
+// quantizer, random blocks otherwise.
+std::vector<uint8_t> random_weights(GgmlType type, size_t n, uint64_t seed) {
+  if (type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16 ||
+      type == GgmlType::Q8_0 || type == GgmlType::Q4_0)
+    return encode(type, random_values(n, seed));
+  return random_blocks(type, n, seed);
+}
+
 // A random matrix stored as `type`, its dequantized values, and a view over its bytes.
 struct Matrix {
   std::vector<uint8_t> bytes;
@@ -67,7 +109,7 @@ struct Matrix {
   WeightMatrix w;
 
   Matrix(GgmlType type, size_t rows, size_t cols, uint64_t seed)
-      : bytes(encode(type, random_values(rows * cols, seed))), values(rows * cols) {
+      : bytes(random_weights(type, rows * cols, seed)), values(rows * cols) {
     dequantize(type, bytes, values);
     w = WeightMatrix::view("w", type, rows, cols, bytes);
   }
@@ -117,8 +159,12 @@ constexpr Shape kShapes[] = {{1, 32},  {3, 96},  {4, 64},    {5, 160},
                              {172, 64}, {64, 192}, {257, 128}, {300, 1024}};
 // The plain types also take any cols: partial vectors at the end of a row.
 constexpr Shape kPlainShapes[] = {{1, 1}, {7, 5}, {9, 40}, {64, 172}, {3, 1000}};
+// Super-blocks of 256: one, two and three per row, 257 rows, and the threaded 300 x 1024.
+constexpr Shape kSuperBlockShapes[] = {{1, 256}, {3, 512}, {5, 768}, {257, 256}, {300, 1024}};
 
 std::vector<Shape> shapes_for(GgmlType type) {
+  if (ggml_block_elements(type) == 256)
+    return std::vector<Shape>(std::begin(kSuperBlockShapes), std::end(kSuperBlockShapes));
   std::vector<Shape> s(std::begin(kShapes), std::end(kShapes));
   if (ggml_block_elements(type) == 1) s.insert(s.end(), std::begin(kPlainShapes), std::end(kPlainShapes));
   return s;
@@ -265,12 +311,14 @@ TEST(WeightFromGguf, RejectsThreeDimensionalTensors) {
 }
 
 TEST(WeightFromGguf, RejectsUnsupportedTypes) {
-  // One Q4_K super-block (144 bytes) of 256 elements per row.
-  const GgufFile f = one_tensor_file(GgmlType::Q4_K, {256, 2}, std::vector<uint8_t>(2 * 144));
+  // One IQ2_XXS super-block (66 bytes) of 256 elements per row.
+  const GgufFile f = one_tensor_file(GgmlType::IQ2_XXS, {256, 2}, std::vector<uint8_t>(2 * 66));
   const std::string e = from_gguf_error(f, f.tensors()[0]);
   EXPECT_CONTAINS(e, "blk.0.ffn_up.weight");
-  EXPECT_CONTAINS(e, "q4_K");
-  EXPECT_FALSE(weight_type_supported(GgmlType::Q4_K));
+  EXPECT_CONTAINS(e, "iq2_xxs");
+  EXPECT_CONTAINS(e, "q4_K");  // the message lists what is supported
+  EXPECT_FALSE(weight_type_supported(GgmlType::IQ2_XXS));
+  for (GgmlType t : kTypes) EXPECT_TRUE(weight_type_supported(t)) << ggml_type_name(t);
 }
 
 TEST(WeightFromGguf, RejectsColsNotAMultipleOfTheBlock) {

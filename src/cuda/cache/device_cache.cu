@@ -288,13 +288,14 @@ DeviceCache::DeviceCache(const CacheConfig& config) : impl_(std::make_unique<Imp
   const int ring_v = m.windowed() ? m.residual() + m.value_block() : 0;
   m.allocate(m.keys, m.key_code_bytes(cap), ring_k, m.key_block());
   m.allocate(m.values, m.value_code_bytes(cap), ring_v, m.value_block());
-  // The CPU's apply_rope frequencies, computed with the same double expression.
+  if (config.rope.magnitude != 1.0f) {
+    throw Error("DeviceCache: RoPE magnitude " + std::to_string(config.rope.magnitude) +
+                " (YaRN's attention factor); the CUDA kernels rotate with magnitude 1 only");
+  }
+  // The CPU's apply_rope frequencies, from the same function.
   const size_t half = config.rope.dims / 2;
   m.inv_freq_host.resize(std::max<size_t>(half, 1));
-  for (size_t i = 0; i < half; ++i) {
-    m.inv_freq_host[i] = config.rope.freq_scale * std::pow(static_cast<double>(config.rope.freq_base),
-                                                            -2.0 * static_cast<double>(i) / config.rope.dims);
-  }
+  for (size_t i = 0; i < half; ++i) m.inv_freq_host[i] = rope_inverse_frequency(config.rope, i);
   m.inv_freq = device_copy(m.inv_freq_host);
   if (m.turboquant()) {
     const TurboQuantTables& t = config.turboquant;

@@ -93,10 +93,11 @@ void comm_vq_gather_rope(const uint8_t* codes, const float* codebooks, size_t bo
   RopeTable table;
   table.half = static_cast<int>(rope.dims / 2);
   table.neox = rope.layout == RopeLayout::Neox;
-  for (int i = 0; i < table.half; ++i) {
-    table.inv_freq[i] = rope.freq_scale * std::pow(static_cast<double>(rope.freq_base),
-                                                   -2.0 * static_cast<double>(i) / rope.dims);
+  if (rope.magnitude != 1.0f) {
+    throw Error("comm_vq_gather_rope: RoPE magnitude " + std::to_string(rope.magnitude) +
+                " (YaRN's attention factor); the CUDA kernels rotate with magnitude 1 only");
   }
+  for (int i = 0; i < table.half; ++i) table.inv_freq[i] = rope_inverse_frequency(rope, static_cast<size_t>(i));
   const unsigned blocks = static_cast<unsigned>((tokens + kWarps - 1) / kWarps);
   gather_rope_kernel<<<blocks, kWarps * kWarp, 0, static_cast<cudaStream_t>(stream)>>>(
       codes, codebooks, static_cast<int>(books), static_cast<int>(entries), static_cast<int>(kv_heads), positions, table,

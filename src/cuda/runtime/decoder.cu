@@ -235,12 +235,13 @@ DeviceDecoder::DeviceDecoder(const DecoderShape& shape, const DecoderWeights& we
     m.layers.push_back(std::move(w));
   }
   m.weight_bytes += m.embed.w.size + m.output.w.size + 4 * m.output_norm.size;
-  // The CPU's apply_rope frequencies, with the same double expression.
-  std::vector<double> inv_freq(std::max<size_t>(shape.rope.dims / 2, 1), 0.0);
-  for (size_t i = 0; i < shape.rope.dims / 2; ++i) {
-    inv_freq[i] = shape.rope.freq_scale * std::pow(static_cast<double>(shape.rope.freq_base),
-                                                   -2.0 * static_cast<double>(i) / shape.rope.dims);
+  if (shape.rope.magnitude != 1.0f) {
+    throw Error("device decoder: RoPE magnitude " + std::to_string(shape.rope.magnitude) +
+                " (YaRN's attention factor); the CUDA runtime rotates with magnitude 1 only (run on device cpu)");
   }
+  // The CPU's apply_rope frequencies, from the same function.
+  std::vector<double> inv_freq(std::max<size_t>(shape.rope.dims / 2, 1), 0.0);
+  for (size_t i = 0; i < shape.rope.dims / 2; ++i) inv_freq[i] = rope_inverse_frequency(shape.rope, i);
   m.inv_freq = DeviceArray<double>(inv_freq.data(), inv_freq.size());
   const size_t n = max_step * m.batch;  // activation rows of the longest step
   m.token_ids = DeviceArray<int32_t>(n);

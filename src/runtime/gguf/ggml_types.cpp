@@ -4,6 +4,7 @@
 
 #include <array>
 #include <limits>
+#include <string>
 
 #include "runtime/gguf/checked_math.h"
 
@@ -61,6 +62,13 @@ namespace gguf {
 std::optional<GgmlType> ggml_type_from_id(uint32_t id) {
   if (const TypeTraits* t = find_traits(id)) return t->type;
   return std::nullopt;
+}
+
+std::string decodable_type_names() {
+  std::string names;
+  for (const auto& t : kTypes)
+    if (ggml_type_decodable(t.type)) names += (names.empty() ? "" : ", ") + std::string(t.name);
+  return names;
 }
 
 uint64_t tensor_bytes(std::string_view name, GgmlType type, std::span<const uint64_t> dims) {

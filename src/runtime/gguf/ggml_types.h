@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "veloxquant/gguf.h"
@@ -12,6 +13,9 @@ namespace veloxquant::gguf {
 
 // The type with this ggml id, or nullopt for an unknown or retired id.
 std::optional<GgmlType> ggml_type_from_id(uint32_t id);
+
+// "f32, f16, ..." naming every type dequantize() decodes, for messages.
+std::string decodable_type_names();
 
 // Bytes of a tensor of `type` with `dims` (ggml order). Throws FormatError naming the tensor if
 // there are not 1..4 dims, a dim is 0, the element count or byte size overflows int64, or dims[0]

@@ -284,8 +284,8 @@ std::span<const uint8_t> GgufFile::tensor_data(const GgufTensorInfo& t) const {
 
 std::vector<float> GgufFile::tensor_f32(const GgufTensorInfo& t) const {
   if (!ggml_type_decodable(t.type)) {
-    throw FormatError(fmt::format("tensor '{}' has type {}, which cannot be decoded; decodable: "
-                                  "f32, f16, bf16, q8_0, q4_0", t.name, ggml_type_name(t.type)));
+    throw FormatError(fmt::format("tensor '{}' has type {}, which cannot be decoded; decodable: {}",
+                                  t.name, ggml_type_name(t.type), gguf::decodable_type_names()));
   }
   std::vector<float> out(t.elements);
   dequantize(t.type, tensor_data(t), out);

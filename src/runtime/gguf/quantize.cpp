@@ -1,10 +1,12 @@
-// ggml's Q8_0 / Q4_0 block formats, and decoding of the plain float types, to f32.
+// ggml's Q8_0 / Q4_0 quantizers, and dequantize() of every decodable type to f32.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "runtime/gguf/block_decoders.h"
+#include "runtime/gguf/ggml_types.h"
 #include "veloxquant/gguf.h"
 #include "veloxquant/tensor.h"
 
@@ -32,42 +34,17 @@ void store_f16(uint8_t* p, float v) {
   std::memcpy(p, &h, 2);
 }
 
-float load_f16(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return f16_to_f32(h);
-}
-
-void dequantize_q8_0(const uint8_t* in, float* out, size_t n) {
-  for (size_t b = 0; b < n / kBlock; ++b, in += kQ8Bytes) {
-    const float d = load_f16(in);
-    for (size_t j = 0; j < kBlock; ++j)
-      out[b * kBlock + j] = d * static_cast<float>(static_cast<int8_t>(in[2 + j]));
-  }
-}
-
-void dequantize_q4_0(const uint8_t* in, float* out, size_t n) {
-  for (size_t b = 0; b < n / kBlock; ++b, in += kQ4Bytes) {
-    const float d = load_f16(in);
-    float* o = out + b * kBlock;
-    for (size_t j = 0; j < kBlock / 2; ++j) {
-      o[j] = d * static_cast<float>((in[2 + j] & 0x0f) - 8);
-      o[j + kBlock / 2] = d * static_cast<float>((in[2 + j] >> 4) - 8);
-    }
-  }
-}
-
 }  // namespace
 
 bool ggml_type_decodable(GgmlType t) {
-  return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16 || t == GgmlType::Q8_0 ||
-         t == GgmlType::Q4_0;
+  return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16 ||
+         gguf::block_decoder(t) != nullptr;
 }
 
 void dequantize(GgmlType type, std::span<const uint8_t> data, std::span<float> out) {
   if (!ggml_type_decodable(type)) {
-    throw FormatError(fmt::format("cannot decode ggml type {}; decodable: f32, f16, bf16, q8_0, q4_0",
-                                  ggml_type_name(type)));
+    throw FormatError(fmt::format("cannot decode ggml type {}; decodable: {}", ggml_type_name(type),
+                                  gguf::decodable_type_names()));
   }
   const size_t n = out.size(), block = ggml_block_elements(type);
   if (n % block != 0 || data.size() != n / block * ggml_block_bytes(type)) {
@@ -80,21 +57,19 @@ void dequantize(GgmlType type, std::span<const uint8_t> data, std::span<float> o
       std::memcpy(out.data(), data.data(), n * 4);
       return;
     case GgmlType::F16:
-      for (size_t i = 0; i < n; ++i) out[i] = load_f16(data.data() + 2 * i);
-      return;
     case GgmlType::BF16:
       for (size_t i = 0; i < n; ++i) {
         uint16_t h;
         std::memcpy(&h, data.data() + 2 * i, 2);
-        out[i] = bf16_to_f32(h);
+        out[i] = type == GgmlType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
       }
       return;
-    case GgmlType::Q8_0:
-      dequantize_q8_0(data.data(), out.data(), n);
+    default: {
+      const gguf::BlockDecoder decode = gguf::block_decoder(type);
+      const size_t bytes = ggml_block_bytes(type);
+      for (size_t b = 0; b < n / block; ++b) decode(data.data() + b * bytes, out.data() + b * block);
       return;
-    default:  // Q4_0, the last decodable type
-      dequantize_q4_0(data.data(), out.data(), n);
-      return;
+    }
   }
 }
 
@@ -162,7 +137,7 @@ std::vector<uint8_t> encode_weights(GgmlType type, std::span<const float> x) {
     case GgmlType::Q8_0: return quantize_q8_0(x);
     case GgmlType::Q4_0: return quantize_q4_0(x);
     default:
-      throw Error(fmt::format("cannot store weights as {}; expected F32, F16, BF16, Q8_0 or Q4_0",
+      throw Error(fmt::format("cannot store weights as {}; expected f32, f16, bf16, q8_0 or q4_0",
                               ggml_type_name(type)));
   }
 }

@@ -1,6 +1,8 @@
 #include "runtime/model/hyperparameters.h"
 
+#include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <optional>
 #include <string>
 
@@ -59,6 +61,42 @@ class Reader {
   std::string prefix_;
 };
 
+// llama.cpp's RoPE scaling (llama_model::load_hparams and llama_context's constructor): the type
+// defaults to linear, whose factor defaults to 1; "none" never scales, even with a factor; YaRN
+// mixes interpolated and original frequencies between two correction dims and scales the rotated
+// vectors by its attention factor. Computed in float, as there.
+void read_rope_scaling(const Reader& r, ModelConfig& c) {
+  std::string scaling = "linear";
+  if (const GgufValue* t = r.find("rope.scaling.type")) scaling = t->as<std::string>(r.full("rope.scaling.type"));
+  float factor = r.number("rope.scaling.factor", 0.0f);
+  if (factor == 0.0f) factor = r.number("rope.scale_linear", 0.0f);  // older converters' key
+  if (scaling != "none" && scaling != "linear" && scaling != "yarn") {
+    throw FormatError(r.full("rope.scaling.type") + " '" + scaling +
+                      "' is not supported; supported: none, linear, yarn");
+  }
+  c.rope.freq_scale = scaling == "none" || factor == 0.0f ? 1.0f : 1.0f / factor;
+  const float rope_attn_factor = r.number("rope.scaling.attn_factor", 1.0f);
+  if (scaling != "yarn") {
+    c.rope.magnitude = rope_attn_factor;  // ggml multiplies cos and sin by it whatever the type
+    return;
+  }
+  constexpr float kBetaFast = 32.0f, kBetaSlow = 1.0f;  // llama.cpp's defaults, which it keeps
+  const uint32_t original = r.count("rope.scaling.original_context_length", 1, int64_t{1} << 30, c.context_length);
+  auto corr_dim = [&](float rotations) {
+    return static_cast<float>(c.rope.dims) *
+           std::log(static_cast<float>(original) / (rotations * 2.0f * std::numbers::pi_v<float>)) /
+           (2.0f * std::log(c.rope.freq_base));
+  };
+  c.rope.ext_factor = 1.0f;
+  c.rope.yarn_low = std::max(0.0f, std::floor(corr_dim(kBetaFast)));
+  c.rope.yarn_high = std::min(static_cast<float>(c.rope.dims) - 1.0f, std::ceil(corr_dim(kBetaSlow)));
+  const float scale = 1.0f / c.rope.freq_scale;
+  float attn_factor = scale <= 1.0f ? 1.0f : 0.1f * std::log(scale) + 1.0f;
+  attn_factor *= 1.0f / (1.0f + 0.1f * std::log(scale));
+  attn_factor *= rope_attn_factor;
+  c.rope.magnitude = attn_factor * (1.0f + 0.1f * std::log(1.0f / c.rope.freq_scale));
+}
+
 }  // namespace
 
 ModelConfig read_hyperparameters(const GgufFile& file, const Architecture& arch) {
@@ -100,16 +138,7 @@ ModelConfig read_hyperparameters(const GgufFile& file, const Architecture& arch)
                       "; expected an even number");
   }
   c.rope.freq_base = r.number("rope.freq_base", 10000.0f);
-  std::string scaling = "none";
-  if (const GgufValue* t = r.find("rope.scaling.type")) scaling = t->as<std::string>(r.full("rope.scaling.type"));
-  float factor = r.number("rope.scaling.factor", 0.0f);
-  if (factor == 0.0f) factor = r.number("rope.scale_linear", 0.0f);  // older converters' key
-  if (scaling == "linear" || (scaling == "none" && r.find("rope.scale_linear"))) {
-    if (factor > 0.0f) c.rope.freq_scale = 1.0f / factor;
-  } else if (scaling != "none") {
-    throw FormatError(r.full("rope.scaling.type") + " '" + scaling +
-                      "' is not supported; supported: none, linear");
-  }
+  read_rope_scaling(r, c);
   return c;
 }
 

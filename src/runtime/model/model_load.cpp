@@ -1,5 +1,7 @@
 // Model::load: finds the architecture, reads hyperparameters and tokenizer, and checks every
 // tensor the graph uses against the shapes those hyperparameters imply before anything runs.
+#include <cmath>
+#include <memory>
 #include <string>
 
 #include "runtime/model/architecture.h"
@@ -69,9 +71,16 @@ void load_weights(Model::Impl& m, const runtime::Architecture& arch) {
   m.output_norm = load.vector("output_norm.weight", d);
   m.config.tied_output = !load.has("output.weight");
   m.output = m.config.tied_output ? m.token_embd : load.matrix("output.weight", c.vocab, d);
+  // Llama 3.1+ divides each RoPE frequency by a factor its converter stores (rope_freqs.weight).
   if (load.has("rope_freqs.weight")) {
-    throw FormatError("tensor 'rope_freqs.weight' (per-frequency RoPE factors, as in llama 3.1) is "
-                      "not supported yet");
+    std::vector<float> factors = load.vector("rope_freqs.weight", c.rope.dims / 2);
+    for (size_t i = 0; i < factors.size(); ++i) {
+      if (!std::isfinite(factors[i]) || factors[i] <= 0.0f) {
+        throw FormatError("tensor 'rope_freqs.weight' value " + std::to_string(i) + " is " +
+                          std::to_string(factors[i]) + "; expected a positive finite frequency divisor");
+      }
+    }
+    m.config.rope.freq_factors = std::make_shared<const std::vector<float>>(std::move(factors));
   }
   m.layers.resize(c.layers);
   for (uint32_t i = 0; i < c.layers; ++i) {

@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "runtime/gguf/block_decoders.h"
 #include "veloxquant/tensor.h"
 
 namespace veloxquant::runtime::kernels {
@@ -157,6 +158,27 @@ struct QuantSteps {
   }
 };
 
+// Every other block type: each block is decoded by its reference decoder into an f32 buffer on the
+// stack, then dotted from there with every token of the tile, so the values are dequantize()'s.
+template <size_t kElements, size_t kBytes, void (*kDecode)(const uint8_t*, float*)>
+struct DecodedSteps {
+  static constexpr bool kHasTail = false;
+  static size_t step(DF) { return kElements; }
+  template <size_t T>
+  static void accumulate(DF df, const uint8_t* row, size_t c, const float* x, size_t ldx, VF* acc) {
+    HWY_ALIGN float w[kElements];
+    kDecode(row + c / kElements * kBytes, w);
+    for (size_t j = 0; j < kElements; j += hn::Lanes(df)) {
+      const VF wv = hn::Load(df, w + j);
+#pragma GCC unroll 4
+      for (size_t t = 0; t < T; ++t) acc[t] = hn::MulAdd(wv, hn::LoadU(df, x + t * ldx + c + j), acc[t]);
+    }
+  }
+  static void decode_step(DF, const uint8_t* row, size_t c, float* out) {
+    kDecode(row + c / kElements * kBytes, out);
+  }
+};
+
 // ---- kernels --------------------------------------------------------------------------------
 
 // Whether sums4 can keep four partial sums side by side in each 128-bit block.
@@ -291,6 +313,16 @@ void with_format(GgmlType type, Fn&& fn) {
     case GgmlType::BF16: return fn(PlainSteps<BF16Format>{});
     case GgmlType::Q8_0: return fn(QuantSteps<Q8Block>{});
     case GgmlType::Q4_0: return fn(QuantSteps<Q4Block>{});
+    case GgmlType::Q4_1: return fn(DecodedSteps<32, 20, gguf::decode_q4_1>{});
+    case GgmlType::Q5_0: return fn(DecodedSteps<32, 22, gguf::decode_q5_0>{});
+    case GgmlType::Q5_1: return fn(DecodedSteps<32, 24, gguf::decode_q5_1>{});
+    case GgmlType::IQ4_NL: return fn(DecodedSteps<32, 18, gguf::decode_iq4_nl>{});
+    case GgmlType::Q2_K: return fn(DecodedSteps<256, 84, gguf::decode_q2_k>{});
+    case GgmlType::Q3_K: return fn(DecodedSteps<256, 110, gguf::decode_q3_k>{});
+    case GgmlType::Q4_K: return fn(DecodedSteps<256, 144, gguf::decode_q4_k>{});
+    case GgmlType::Q5_K: return fn(DecodedSteps<256, 176, gguf::decode_q5_k>{});
+    case GgmlType::Q6_K: return fn(DecodedSteps<256, 210, gguf::decode_q6_k>{});
+    case GgmlType::IQ4_XS: return fn(DecodedSteps<256, 136, gguf::decode_iq4_xs>{});
     default:
       throw Error(std::string("weight kernels: unsupported ggml type ") + ggml_type_name(type));
   }

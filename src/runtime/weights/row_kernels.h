@@ -9,8 +9,7 @@
 
 namespace veloxquant::runtime::kernels {
 
-// REQUIRES (both): type is one of F32, F16, BF16, Q8_0, Q4_0; cols is a multiple of its block
-// size; row i starts at w + i * row_bytes.
+// REQUIRES (both): weight_type_supported(type); cols is a multiple of its block size; row i starts at w + i * row_bytes.
 
 // y[t * ldy + i] = row_i . x_t for rows i < nrows and tokens t < ntokens, x_t = x + t * ldx:
 // f32 sums of f32 products, the weights decoded in registers. A result does not depend on

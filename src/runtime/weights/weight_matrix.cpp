@@ -7,10 +7,7 @@
 
 namespace veloxquant::runtime {
 
-bool weight_type_supported(GgmlType type) {
-  return type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16 ||
-         type == GgmlType::Q8_0 || type == GgmlType::Q4_0;
-}
+bool weight_type_supported(GgmlType type) { return ggml_type_decodable(type); }
 
 size_t WeightMatrix::row_bytes() const {
   return cols / ggml_block_elements(type) * ggml_block_bytes(type);
@@ -20,8 +17,8 @@ namespace {
 
 void check_type(const std::string& name, GgmlType type) {
   if (!weight_type_supported(type)) {
-    throw FormatError(fmt::format("tensor '{}' has type {}; weight matrices must be f32, f16, bf16, "
-                                  "q8_0 or q4_0", name, ggml_type_name(type)));
+    throw FormatError(fmt::format("tensor '{}' has type {}; weight matrices must be one of {}", name,
+                                  ggml_type_name(type), gguf::decodable_type_names()));
   }
 }
 

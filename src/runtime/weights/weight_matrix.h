@@ -1,4 +1,5 @@
-// 2-D weight tensors used as stored in the GGUF file (F32, F16, BF16, Q8_0, Q4_0), and the
+// 2-D weight tensors used as stored in the GGUF file (the plain float types, the legacy quants,
+// the k-quants and the IQ4 types), and the
 // matrix-vector / matrix-matrix products the forward pass runs on them.
 //
 // Activations stay f32 throughout: weights are decoded to f32 in registers (matvec) or in an f32
@@ -39,7 +40,7 @@ struct WeightMatrix {
   static WeightMatrix from_gguf(const GgufFile& file, const GgufTensorInfo& info);
 };
 
-// Whether matvec/matmul accept this type: F32, F16, BF16, Q8_0, Q4_0.
+// Whether matvec/matmul accept this type: every type ggml_type_decodable accepts.
 bool weight_type_supported(GgmlType type);
 
 // y[rows] = W x, x has cols floats. Multithreaded over rows with OpenMP when the matrix is large
