@@ -124,7 +124,7 @@ class KVCache {
 
  private:
   friend class CrossLayerCoordinator;
-  friend std::vector<KVCache> make_layer_caches(const Spec& spec, const LayerShape& shape, int layers);
+  friend std::vector<KVCache> make_layer_caches(const Spec& spec, std::vector<LayerShape> shapes);
   KVCache(Spec spec, const LayerShape& shape, std::shared_ptr<CrossLayerCoordinator> cross);
 
   // Checks shapes and values, converts to f32, rotates keys by their positions when `rope` is
@@ -144,5 +144,8 @@ class KVCache {
 // CrossLayerCoordinator, which stores adjacent layers in pairs. The runtime, session files and
 // tools build a model's caches here. Throws SpecError when layers < 1.
 std::vector<KVCache> make_layer_caches(const Spec& spec, const LayerShape& shape, int layers);
+// The same with a shape per layer (a model whose layers attend differently: sliding windows,
+// their own RoPE); every shape must have the same KV heads and head_dim.
+std::vector<KVCache> make_layer_caches(const Spec& spec, std::vector<LayerShape> shapes);
 
 }  // namespace veloxquant

@@ -36,6 +36,12 @@ struct LayerShape {
   // what a cache rotates its keys with until an append hands it the RoPE itself, so that a cache
   // restored from a session file decodes its keys rotated. dims 0 (no rotation) without a model.
   RopeParams rope = {};
+  // The layer's attention beyond causal softmax, as its model defines it (Gemma's): a query at
+  // position p sees only the keys at positions > p - window (0: every key), and each score s
+  // becomes softcap * tanh(s / softcap) before the softmax (0: unchanged). A window also bounds
+  // what the cache keeps: the encoded blocks no later query can see are dropped.
+  size_t window = 0;
+  float softcap = 0.0f;
 };
 
 // The codecs of one layer: one for keys, one for values, and how many of the most recent

@@ -20,12 +20,15 @@ namespace veloxquant {
 
 class CacheObserver;  // veloxquant/observer.h
 
+// The gated feed-forward's nonlinearity on its gate: SwiGLU's SiLU, GeGLU's tanh-approximated GELU.
+enum class Activation : uint8_t { Silu, GeluTanh };
+
 struct ModelConfig {
-  std::string architecture;  // "llama", "qwen2"
+  std::string architecture;  // "llama", "qwen2", ...
   std::string name;          // general.name, may be empty
   uint32_t layers = 0;
   uint32_t embedding = 0;     // model width
-  uint32_t feed_forward = 0;  // SwiGLU hidden width
+  uint32_t feed_forward = 0;  // gated feed-forward hidden width
   uint32_t heads = 0;
   uint32_t kv_heads = 0;
   uint32_t head_dim = 0;
@@ -35,6 +38,28 @@ struct ModelConfig {
   RopeParams rope;
   bool qkv_bias = false;     // q/k/v projections carry biases (qwen2)
   bool tied_output = false;  // output projection reuses token_embd
+
+  // What the block does beyond llama's (qwen3, gemma2/3, phi3, mistral3); the defaults are llama.
+  Activation activation = Activation::Silu;
+  bool qk_norm = false;     // per-head RMSNorm of q and k before RoPE (qwen3, gemma3)
+  bool post_norms = false;  // RMSNorm of the attention and feed-forward outputs before each
+                            // residual add (gemma2/3)
+  float embedding_scale = 1.0f;  // token embeddings are multiplied by it (gemma: sqrt(width))
+  float attention_scale = 0.0f;  // scores are q.k times it; 0: 1 / sqrt(head_dim)
+  float attention_softcap = 0.0f;  // scores become cap * tanh(score / cap); 0: not capped
+  float final_softcap = 0.0f;      // the same for the output logits
+  // Sliding-window attention: the layers marked here see only the last `sliding_window` tokens
+  // and rotate with `sliding_rope` (gemma3's local base); empty: every layer sees all tokens.
+  uint32_t sliding_window = 0;
+  std::vector<bool> sliding_layers;
+  RopeParams sliding_rope;
+  // Query temperature by position (mistral3): q *= 1 + scale * log(1 + floor(pos / floor));
+  // scale 0: none.
+  float attention_temperature_scale = 0.0f;
+  uint32_t attention_temperature_floor = 0;
+
+  bool sliding(size_t layer) const { return layer < sliding_layers.size() && sliding_layers[layer]; }
+  const RopeParams& layer_rope(size_t layer) const { return sliding(layer) ? sliding_rope : rope; }
 };
 
 // The architectures Model::load accepts, e.g. {"llama", "qwen2"}.

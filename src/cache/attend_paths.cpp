@@ -50,6 +50,24 @@ void add_to(float* mass, const float* p, size_t n) {
 
 float* attend_scratch(size_t slot, size_t n) { return scratch(slot, n); }
 
+size_t KVCache::Impl::window_start(size_t head, size_t visible) const {
+  const size_t w = shape.window;
+  if (w == 0) return 0;
+  // Without a policy the stored tokens are consecutive positions; with one, positions ascend in
+  // cache order, so the window is a suffix of what the query sees.
+  if (!policy) return visible > w ? visible - w : 0;
+  const std::vector<int64_t>& pos = scores[head].position;
+  const int64_t first = pos[visible - 1] - static_cast<int64_t>(w) + 1;
+  return static_cast<size_t>(std::lower_bound(pos.begin(), pos.begin() + static_cast<std::ptrdiff_t>(visible), first) -
+                             pos.begin());
+}
+
+void KVCache::Impl::cap_scores(float* s, size_t n) const {
+  const float cap = shape.softcap;
+  if (cap == 0.0f) return;
+  for (size_t i = 0; i < n; ++i) s[i] = cap * std::tanh(s[i] / cap);
+}
+
 void KVCache::Impl::rotated_sink_keys(size_t head, float* k) const {
   const size_t d = shape.head_dim;
   fp16.decode(sink_keys[head].data(), sinks, k);
@@ -62,8 +80,8 @@ void KVCache::Impl::rotated_sink_keys(size_t head, float* k) const {
 void KVCache::Impl::rotate_stream_keys(size_t head, float* k) const {
   if (!pre_rope || rope.dims == 0) return;  // dims 0: appended without RoPE, nothing to rotate
   const size_t d = shape.head_dim, n = keys[head].encoded + keys[head].tail_tokens;
-  // Without a policy the positions are 0..n-1: one run, no cosine and sine per pair and token.
-  if (!policy) return apply_rope_run(rope, k, n, d, 0);
+  // Without a policy the positions are consecutive: one run, no cosine and sine per pair and token.
+  if (!policy) return apply_rope_run(rope, k, n, d, static_cast<int64_t>(dropped));
   for (size_t j = 0; j < n; ++j) apply_rope(rope, k + j * d, 1, d, stream_position(head, j));
 }
 
@@ -107,15 +125,24 @@ void KVCache::Impl::attend_fused(size_t head, const Rows& q, float* out) const {
     simd::dot_f32_rows(q.q, rows, k, sinks, d, part);
     for (size_t r = 0; r < rows; ++r) std::copy_n(part + r * sinks, sinks, s.tail + r * width);
   }
-  // Causal softmax in place; masked tokens get weight 0.
+  // Causal (and windowed) softmax in place; masked tokens get weight 0.
   for (size_t r = 0; r < rows; ++r) {
     const size_t visible = n - q.nq + q.first_token + r / q.group + 1;
     const size_t in_sinks = std::min(visible, sinks), in_head = std::min(visible - in_sinks, enc);
     const size_t in_tail = visible - in_sinks - in_head;
+    // The window's start cuts the cache order (sinks, encoded, tail) in one segment: what it
+    // masks of the encoded part, and where the visible part of the tail row begins.
+    const size_t lo = window_start(head, visible);
+    const size_t masked_head = lo > sinks ? std::min(lo - sinks, enc) : 0;
+    const size_t tail_from = lo > sinks + enc ? lo - enc : std::min(lo, sinks);
     float* h = s.head + r * enc;
     float* t = s.tail + r * width;
-    simd::softmax(h, in_head, t, in_sinks + in_tail);
+    cap_scores(h + masked_head, in_head - masked_head);
+    cap_scores(t + tail_from, in_sinks + in_tail - tail_from);
+    simd::softmax(h + masked_head, in_head - masked_head, t + tail_from, in_sinks + in_tail - tail_from);
+    std::fill(h, h + masked_head, 0.0f);
     std::fill(h + in_head, h + enc, 0.0f);
+    std::fill(t, t + tail_from, 0.0f);
     std::fill(t + in_sinks + in_tail, t + width, 0.0f);
     if (q.observed(r)) {
       add_to(q.mass, t, in_sinks);
@@ -164,9 +191,11 @@ void KVCache::Impl::attend_decoded(size_t head, const Rows& q, float* out) const
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ri(rows), ri(visible), ri(d), 1.0f, q.q,
               ri(d), k, ri(d), 0.0f, p, ri(visible));
   for (size_t r = 0; r < rows; ++r) {
-    const size_t seen = n - q.nq + q.first_token + r / q.group + 1;
+    const size_t seen = n - q.nq + q.first_token + r / q.group + 1, lo = window_start(head, seen);
     float* row = p + r * visible;
-    simd::softmax(row, seen, nullptr, 0);
+    cap_scores(row + lo, seen - lo);
+    simd::softmax(row + lo, seen - lo, nullptr, 0);
+    std::fill(row, row + lo, 0.0f);
     std::fill(row + seen, row + visible, 0.0f);
     if (q.observed(r)) add_to(q.mass, row, seen);
   }
@@ -180,17 +209,18 @@ void KVCache::Impl::attend_reference(size_t head, const Rows& q, float* out) con
   decode_head(head, k.data(), v.data());
   std::fill(out, out + q.rows * d, 0.0f);
   for (size_t r = 0; r < q.rows; ++r) {
-    const size_t visible = n - q.nq + q.first_token + r / q.group + 1;
+    const size_t visible = n - q.nq + q.first_token + r / q.group + 1, lo = window_start(head, visible);
     float mx = -std::numeric_limits<float>::infinity();
-    for (size_t t = 0; t < visible; ++t) {
+    for (size_t t = lo; t < visible; ++t) {
       float dot = 0;
       for (size_t c = 0; c < d; ++c) dot += q.q[r * d + c] * k[t * d + c];
+      cap_scores(&dot, 1);
       logits[t] = dot;
       mx = std::max(mx, dot);
     }
     float sum = 0;
-    for (size_t t = 0; t < visible; ++t) sum += (logits[t] = std::exp(logits[t] - mx));
-    for (size_t t = 0; t < visible; ++t) {
+    for (size_t t = lo; t < visible; ++t) sum += (logits[t] = std::exp(logits[t] - mx));
+    for (size_t t = lo; t < visible; ++t) {
       const float w = logits[t] / sum;
       for (size_t c = 0; c < d; ++c) out[r * d + c] += w * v[t * d + c];
       if (q.observed(r)) q.mass[t] += w;

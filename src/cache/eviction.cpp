@@ -2,6 +2,8 @@
 // units move down in place; memory is given back once half a buffer is unused.
 #include <algorithm>
 #include <cstring>
+#include <limits>
+#include <numeric>
 
 #include "cache/eviction/select.h"
 #include "cache/kv_cache_impl.h"
@@ -63,6 +65,11 @@ void keep_entries(std::vector<T>& v, const std::vector<Unit>& units, const std::
   release_spare(v);
 }
 
+template <class T>
+void erase_range(std::vector<T>& v, size_t from, size_t n) {
+  v.erase(v.begin() + static_cast<std::ptrdiff_t>(from), v.begin() + static_cast<std::ptrdiff_t>(from + n));
+}
+
 }  // namespace
 
 void KVCache::Impl::evict() {
@@ -90,6 +97,45 @@ void KVCache::Impl::evict() {
     keep_entries(scores[h].score, units, keep);
     keep_entries(scores[h].position, units, keep);
   }
+}
+
+void KVCache::Impl::drop_outside_window() {
+  const size_t w = shape.window;
+  if (w == 0 || cross) return;
+  // The next query sits one past the newest token and sees positions > newest + 1 - w; so
+  // does every later one. Whole blocks leave, of both streams at once, as with eviction.
+  const size_t block = std::lcm(codecs.key->block_tokens(), codecs.value->block_tokens());
+  size_t cut = std::numeric_limits<size_t>::max();
+  for (size_t h = 0; h < shape.kv_heads; ++h) {
+    const size_t stream = keys[h].encoded + keys[h].tail_tokens;
+    size_t unseen = 0;  // leading stream tokens no later query sees
+    if (!policy) {
+      unseen = stream + 1 > w ? stream + 1 - w : 0;
+    } else {
+      const int64_t first_seen = last_position + 2 - static_cast<int64_t>(w);
+      while (unseen < stream && stream_position(h, unseen) < first_seen) ++unseen;
+    }
+    cut = std::min(cut, std::min({unseen, keys[h].encoded, values[h].encoded}) / block * block);
+  }
+  if (cut == 0) return;
+  const size_t row_bytes = fp16.code_bytes(1);
+  for (size_t h = 0; h < shape.kv_heads; ++h) {
+    const std::vector<Unit> rest{{cut, keys[h].encoded + keys[h].tail_tokens}};
+    keep_ranges(keys[h], key_codec(h), row_bytes, rest);
+    keep_ranges(values[h], value_codec(h), row_bytes, rest);
+    if (policy) {
+      erase_range(scores[h].score, sinks, cut);
+      erase_range(scores[h].position, sinks, cut);
+    }
+    if (salient) {
+      // Saliency is tracked from stream token attention_first on; what it had of the cut goes.
+      const size_t lost = cut > attention_first ? cut - attention_first : 0;
+      erase_range(attention[h], 0, lost);
+      erase_range(attention_rows[h], 0, lost);
+    }
+  }
+  if (salient) attention_first = attention_first > cut ? attention_first - cut : 0;
+  if (!policy) dropped += cut;
 }
 
 }  // namespace veloxquant

@@ -588,6 +588,7 @@ void KVCache::evict() { impl_->evict(); }
 void KVCache::finish_step() {
   if (impl_->held) impl_->encode_all_aged();
   impl_->evict();
+  impl_->drop_outside_window();
 }
 bool KVCache::evicts() const { return impl_->policy != nullptr; }
 bool KVCache::cross_layer() const { return impl_->cross != nullptr; }
@@ -603,8 +604,8 @@ size_t KVCache::stored_tokens(size_t head) const { return impl_->stored(head); }
 std::vector<int64_t> KVCache::positions(size_t head) const {
   const Impl& m = *impl_;
   if (m.policy) return m.scores[head].position;
-  std::vector<int64_t> all(m.tokens);
-  for (size_t t = 0; t < all.size(); ++t) all[t] = static_cast<int64_t>(t);
+  std::vector<int64_t> all(m.tokens - m.dropped);
+  for (size_t t = 0; t < all.size(); ++t) all[t] = static_cast<int64_t>(m.dropped + t);
   return all;
 }
 
@@ -718,13 +719,23 @@ void KVCache::restore(std::vector<CacheStream> keys, std::vector<CacheStream> va
 
 std::vector<KVCache> make_layer_caches(const Spec& spec, const LayerShape& shape, int layers) {
   if (layers < 1) throw SpecError(fmt::format("make_layer_caches got {} layers; expected at least 1", layers));
+  return make_layer_caches(spec, std::vector<LayerShape>(static_cast<size_t>(layers), shape));
+}
+
+std::vector<KVCache> make_layer_caches(const Spec& spec, std::vector<LayerShape> shapes) {
+  if (shapes.empty()) throw SpecError("make_layer_caches got no layer shapes; expected at least 1");
   if (spec.method == nullptr) throw SpecError("make_layer_caches needs a parsed spec");
+  const int layers = static_cast<int>(shapes.size());
   std::shared_ptr<CrossLayerCoordinator> cross;
-  if (spec.method->cross_layer()) cross = std::make_shared<CrossLayerCoordinator>(spec, shape, layers);
+  if (spec.method->cross_layer()) cross = std::make_shared<CrossLayerCoordinator>(spec, shapes.front(), layers);
   std::vector<KVCache> caches;
-  caches.reserve(static_cast<size_t>(layers));
+  caches.reserve(shapes.size());
   for (int l = 0; l < layers; ++l) {
-    LayerShape at = shape;
+    LayerShape& at = shapes[static_cast<size_t>(l)];
+    if (at.kv_heads != shapes.front().kv_heads || at.head_dim != shapes.front().head_dim) {
+      throw SpecError(fmt::format("make_layer_caches: layer {} has {} KV heads of {}; expected layer 0's {} of {}",
+                                  l, at.kv_heads, at.head_dim, shapes.front().kv_heads, shapes.front().head_dim));
+    }
     at.layer = l;
     at.layers = layers;
     caches.push_back(KVCache(spec, at, cross));

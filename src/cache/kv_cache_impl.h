@@ -22,6 +22,9 @@ struct KVCache::Impl {
   Fp16Codec fp16;
   std::vector<CacheStream> keys, values;  // one per KV head
   size_t tokens = 0;                      // appended so far (stored ones are fewer under eviction)
+  // Stream tokens a sliding window (LayerShape::window) dropped from the front of every head,
+  // outside eviction: stream token j of a cache without a policy is at position dropped + j.
+  size_t dropped = 0;
 
   // Eviction (spec.eviction set). Every stored token of head h is, in cache order: the sinks,
   // then the stream's encoded tokens, then its fp16 tail; scores[h] follows that order.
@@ -119,8 +122,17 @@ struct KVCache::Impl {
   // The position of stream token j of head h (cache order, after the sinks): its appended
   // position under eviction, else j.
   int64_t stream_position(size_t head, size_t j) const {
-    return policy ? scores[head].position[sinks + j] : static_cast<int64_t>(j);
+    return policy ? scores[head].position[sinks + j] : static_cast<int64_t>(dropped + j);
   }
+  // The first stored token (cache order) that the query whose own token is stored token
+  // visible - 1 may see: 0 without a window, else the first at a position inside its window.
+  size_t window_start(size_t head, size_t visible) const;
+  // Caps scores in place when the layer caps them (LayerShape::softcap).
+  void cap_scores(float* s, size_t n) const;
+  // Drops the encoded blocks at the front of every head that lie wholly before the window of
+  // any later query; a no-op without a window and for a layer of a cross-layer pair, whose
+  // partner reads the same blocks.
+  void drop_outside_window();
   // Rotates head h's decoded stream keys ([encoded + tail, dim]) to their positions when the
   // cache stores keys before RoPE; else leaves them, already rotated.
   void rotate_stream_keys(size_t head, float* k) const;

@@ -49,21 +49,31 @@ CalibrationArtifact calibrate(const Model& model, std::span<const int32_t> token
   for (auto* v : {&keys, &values})
     for (auto& layer : *v) layer.reserve(chunks * ctx * row);
   Session session(model, SessionOptions{"fp16", ctx});
+  const size_t step = c.sliding_window ? std::min<size_t>(ctx, c.sliding_window - 1) : ctx;
   for (size_t chunk = 0; chunk < chunks; ++chunk) {
     std::vector<int32_t> batch(tokens.begin() + static_cast<std::ptrdiff_t>(chunk * ctx),
                                tokens.begin() + static_cast<std::ptrdiff_t>((chunk + 1) * ctx));
     if (bos) batch[0] = tok.bos();  // every chunk starts as perplexity starts it, with its sink
     session.reset();
-    session.eval(batch, Logits::None);
-    for (size_t l = 0; l < c.layers; ++l) {
-      std::vector<float> k = session.caches()[l].decode_keys();
-      const std::vector<float> v = session.caches()[l].decode_values();
-      if (spec.method->keys_before_rope) {
-        // Token t of a chunk sits at position t: R(-t) undoes its rotation (R(t) is orthogonal).
-        for (size_t t = 0; t < ctx; ++t) apply_rope(c.rope, k.data() + t * row, c.kv_heads, c.head_dim, -static_cast<int64_t>(t));
+    // A sliding-window layer drops what lies outside its window after each step: steps shorter
+    // than the window keep every token of the step, read back as the cache's newest rows.
+    for (size_t from = 0; from < ctx; from += step) {
+      const size_t n = std::min(step, ctx - from);
+      session.eval(std::span(batch).subspan(from, n), Logits::None);
+      for (size_t l = 0; l < c.layers; ++l) {
+        const KVCache& cache = session.caches()[l];
+        const std::vector<float> k = cache.decode_keys(), v = cache.decode_values();
+        const size_t first = k.size() - n * row;
+        std::vector<float> step_keys(k.begin() + static_cast<std::ptrdiff_t>(first), k.end());
+        if (spec.method->keys_before_rope) {
+          // Token t of a chunk sits at position t: R(-t) undoes its rotation (R(t) is orthogonal).
+          for (size_t t = 0; t < n; ++t)
+            apply_rope(cache.shape().rope, step_keys.data() + t * row, c.kv_heads, c.head_dim,
+                       -static_cast<int64_t>(from + t));
+        }
+        keys[l].insert(keys[l].end(), step_keys.begin(), step_keys.end());
+        values[l].insert(values[l].end(), v.begin() + static_cast<std::ptrdiff_t>(first), v.end());
       }
-      keys[l].insert(keys[l].end(), k.begin(), k.end());
-      values[l].insert(values[l].end(), v.begin(), v.end());
     }
   }
   CalibrationArtifact a;

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ARCHS = ("llama", "qwen2")
+NEW_ARCHS = ("qwen3", "phi3", "mistral3", "gemma2", "gemma3")
 TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0")
 ROPE_SCALE = 4.0  # the linear-scaling variant's factor
 SEED = 7
@@ -50,7 +51,14 @@ VARIANTS = [
     # The head dimensions real models use (and the CUDA backend's: 64 and 128), grouped-query.
     Variant("llama", "f16", shape=(256, 4, 2, 64, 384, 2)),
     Variant("qwen2", "q8_0", shape=(256, 4, 1, 128, 512, 2)),
-]
+] + [
+    # The architectures beyond llama's block, each with its converter's layout (fused tensors,
+    # q/k norms, post-norms, GeGLU, windows of 8 tokens, soft-caps, query temperature), in a float
+    # and a quantized type; qwen3 also with heads wider than width / heads, as its models have.
+    Variant(arch, t)
+    for arch in NEW_ARCHS
+    for t in ("f32", "q8_0")
+] + [Variant("qwen3", "f16", shape=(64, 4, 2, 32, 96, 2)), Variant("gemma3", "q4_0", rope_scale=ROPE_SCALE)]
 
 
 def write(tool: str, out_dir: Path, v: Variant) -> tuple[Path, Path]:

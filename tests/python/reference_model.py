@@ -2,7 +2,8 @@
 is tested against.
 
 Written from the architectures' definitions (Llama: Touvron et al. 2023 and llama.cpp's GGUF
-conventions; Qwen2: its Hugging Face modelling code's structure), not from this project's C++.
+conventions; Qwen2/3, Phi-3, Gemma 2/3 and Mistral 3: their Hugging Face modelling code's
+structure), not from this project's C++.
 The file is read with the PyPI `gguf` package (llama.cpp's own reader); tensor bytes are decoded
 by ggml_blocks.
 
@@ -31,7 +32,16 @@ from gguf import GGUFReader
 import ggml_blocks
 
 # RoPE pair layout by architecture.
-ROPE_LAYOUT = {"llama": "adjacent", "qwen2": "neox"}
+ROPE_LAYOUT = {
+    "llama": "adjacent",
+    "mistral3": "adjacent",
+    "qwen2": "neox",
+    "qwen3": "neox",
+    "phi3": "neox",
+    "gemma2": "neox",
+    "gemma3": "neox",
+}
+GEMMA = ("gemma2", "gemma3")
 
 
 @dataclass
@@ -49,6 +59,19 @@ class Config:
     rope_base: float
     rope_scale: float  # multiplies positions: 1 / the linear scaling factor
     rope_layout: str
+    # Beyond llama's block (Qwen3, Gemma 2/3, Mistral 3); the defaults are llama's.
+    qk_norm: bool = False  # RMSNorm over each head of q and k before RoPE
+    post_norms: bool = False  # RMSNorm of the attention and MLP outputs before each residual add
+    gelu: bool = False  # GeGLU (tanh-approximated GELU) instead of SwiGLU
+    embed_scale: float = 1.0
+    attn_scale: float = 0.0  # 0: 1/sqrt(head_dim)
+    attn_softcap: float = 0.0
+    final_softcap: float = 0.0
+    window: int = 0  # sliding-window layers see keys at positions > p - window
+    sliding: tuple = ()  # per layer: windowed or not
+    rope_base_swa: float = 0.0  # the windowed layers' unscaled RoPE base (gemma3); 0: the global one
+    temperature_scale: float = 0.0  # queries *= 1 + scale * log(1 + floor(pos / floor))
+    temperature_floor: int = 0
 
 
 @dataclass
@@ -65,6 +88,10 @@ class Layer:
     w_gate: np.ndarray
     w_up: np.ndarray
     w_down: np.ndarray
+    q_norm: np.ndarray | None = None
+    k_norm: np.ndarray | None = None
+    post_attn_norm: np.ndarray | None = None
+    post_ffn_norm: np.ndarray | None = None
 
 
 @dataclass
@@ -115,9 +142,15 @@ def load(path: str) -> Model:
 
     width, heads = int(key("embedding_length")), int(key("attention.head_count"))
     head_dim = int(key("attention.key_length", width // heads))
+    layers_n = int(key("block_count"))
     scale = 1.0
     if key("rope.scaling.type", "none") == "linear":
         scale = 1.0 / float(key("rope.scaling.factor"))
+    # Gemma: sliding windows on all but the last layer of every `pattern` (Gemma 2's window
+    # defaults to 4096 and its caps to 50 and 30, as its configuration has them).
+    window = int(key("attention.sliding_window", 4096 if arch == "gemma2" else 0)) if arch in GEMMA else 0
+    pattern = int(key("attention.sliding_window_pattern", 2 if arch == "gemma2" else 6))
+    sliding = tuple(window > 0 and (pattern == 0 or i % pattern < pattern - 1) for i in range(layers_n))
     config = Config(
         arch=arch,
         layers=int(key("block_count")),
@@ -132,24 +165,51 @@ def load(path: str) -> Model:
         rope_base=float(key("rope.freq_base", 10000.0)),
         rope_scale=scale,
         rope_layout=ROPE_LAYOUT[arch],
+        qk_norm=arch in ("qwen3", "gemma3"),
+        post_norms=arch in GEMMA,
+        gelu=arch in GEMMA,
+        embed_scale=float(np.sqrt(width)) if arch in GEMMA else 1.0,
+        # Gemma's 27B models scale queries by 1/sqrt(width / heads) (query_pre_attn_scalar).
+        attn_scale=1.0 / np.sqrt(width // heads) if (arch, layers_n) in (("gemma2", 46), ("gemma3", 62)) else 0.0,
+        attn_softcap=float(key("attn_logit_softcapping", 50.0)) if arch == "gemma2" else 0.0,
+        final_softcap=float(key("final_logit_softcapping", 30.0 if arch == "gemma2" else 0.0)) if arch in GEMMA else 0.0,
+        window=window,
+        sliding=sliding,
+        rope_base_swa=float(key("rope.freq_base_swa", 10000.0)) if arch == "gemma3" else 0.0,
+        temperature_scale=float(key("attention.temperature_scale", 0.0)) if arch == "mistral3" else 0.0,
+        temperature_floor=int(key("rope.scaling.original_context_length", key("context_length"))),
     )
+    kv_width = config.kv_heads * head_dim
     layers = []
     for i in range(config.layers):
         p = f"blk.{i}."
+        if p + "attn_qkv.weight" in w:  # fused (Phi-3): the q rows, then k, then v
+            q_width = heads * head_dim
+            wq, wk, wv = np.split(w[p + "attn_qkv.weight"], [q_width, q_width + kv_width])
+        else:
+            wq, wk, wv = w[p + "attn_q.weight"], w[p + "attn_k.weight"], w[p + "attn_v.weight"]
+        if p + "ffn_gate.weight" in w:
+            w_gate, w_up = w[p + "ffn_gate.weight"], w[p + "ffn_up.weight"]
+        else:  # fused (Phi-3): gate rows first
+            w_gate, w_up = np.split(w[p + "ffn_up.weight"], 2)
         layers.append(
             Layer(
                 attn_norm=w[p + "attn_norm.weight"],
-                wq=w[p + "attn_q.weight"],
-                wk=w[p + "attn_k.weight"],
-                wv=w[p + "attn_v.weight"],
+                wq=wq,
+                wk=wk,
+                wv=wv,
                 wo=w[p + "attn_output.weight"],
                 bq=w.get(p + "attn_q.bias"),
                 bk=w.get(p + "attn_k.bias"),
                 bv=w.get(p + "attn_v.bias"),
                 ffn_norm=w[p + "ffn_norm.weight"],
-                w_gate=w[p + "ffn_gate.weight"],
-                w_up=w[p + "ffn_up.weight"],
+                w_gate=w_gate,
+                w_up=w_up,
                 w_down=w[p + "ffn_down.weight"],
+                q_norm=w.get(p + "attn_q_norm.weight"),
+                k_norm=w.get(p + "attn_k_norm.weight"),
+                post_attn_norm=w.get(p + "post_attention_norm.weight"),
+                post_ffn_norm=w.get(p + "post_ffw_norm.weight"),
             )
         )
     bos, eos = meta.get("tokenizer.ggml.bos_token_id"), meta.get("tokenizer.ggml.eos_token_id")
@@ -157,7 +217,7 @@ def load(path: str) -> Model:
         config=config,
         token_embd=w["token_embd.weight"],
         output_norm=w["output_norm.weight"],
-        output=w.get("output.weight", w["token_embd.weight"]),
+        output=w["token_embd.weight"] if arch == "gemma2" else w.get("output.weight", w["token_embd.weight"]),
         layers=layers,
         tokens=meta.get("tokenizer.ggml.tokens", []),
         token_types=meta.get("tokenizer.ggml.token_type", []),
@@ -170,11 +230,13 @@ def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight
 
 
-def rope(x: np.ndarray, positions: np.ndarray, c: Config) -> np.ndarray:
-    """x: [n, heads, head_dim]; rotates the first c.rope_dims dimensions of every head."""
+def rope(x: np.ndarray, positions: np.ndarray, c: Config, sliding: bool = False) -> np.ndarray:
+    """x: [n, heads, head_dim]; rotates the first c.rope_dims dimensions of every head (a Gemma 3
+    windowed layer with its own base, unscaled)."""
     half = c.rope_dims // 2
-    freqs = c.rope_base ** (-2.0 * np.arange(half) / c.rope_dims)
-    angles = (positions.astype(np.float64) * c.rope_scale)[:, None] * freqs[None, :]  # [n, half]
+    base, pos_scale = (c.rope_base_swa, 1.0) if sliding and c.rope_base_swa else (c.rope_base, c.rope_scale)
+    freqs = base ** (-2.0 * np.arange(half) / c.rope_dims)
+    angles = (positions.astype(np.float64) * pos_scale)[:, None] * freqs[None, :]  # [n, half]
     cos, sin = np.cos(angles)[:, None, :], np.sin(angles)[:, None, :]
     out = x.copy()
     if c.rope_layout == "adjacent":
@@ -201,15 +263,24 @@ def forward(model: Model, tokens, kv_dtype=None, observe=None) -> np.ndarray:
     positions = np.arange(n)
     group = c.heads // c.kv_heads
     causal = np.triu(np.ones((n, n), dtype=bool), k=1)  # True where a key lies in the future
-    x = model.token_embd[tokens]
+    # True where a key lies outside a windowed layer's window: at a position <= p - window.
+    outside = np.tril(np.ones((n, n), dtype=bool), k=-c.window) if c.window else causal
+    x = model.token_embd[tokens] * c.embed_scale
     for index, layer in enumerate(model.layers):
+        sliding = bool(c.sliding) and c.sliding[index]
         h = rms_norm(x, layer.attn_norm, c.eps)
         q, k, v = h @ layer.wq.T, h @ layer.wk.T, h @ layer.wv.T
         if layer.bq is not None:
             q, k, v = q + layer.bq, k + layer.bk, v + layer.bv
-        q = rope(q.reshape(n, c.heads, c.head_dim), positions, c)
-        k_pre = k.reshape(n, c.kv_heads, c.head_dim)
-        k = rope(k_pre, positions, c)
+        q = q.reshape(n, c.heads, c.head_dim)
+        k = k.reshape(n, c.kv_heads, c.head_dim)
+        if c.qk_norm:
+            q, k = rms_norm(q, layer.q_norm, c.eps), rms_norm(k, layer.k_norm, c.eps)
+        q = rope(q, positions, c, sliding)
+        if c.temperature_scale:
+            q = q * (1.0 + c.temperature_scale * np.log1p(np.floor(positions / c.temperature_floor)))[:, None, None]
+        k_pre = k
+        k = rope(k_pre, positions, c, sliding)
         v = v.reshape(n, c.kv_heads, c.head_dim)
         if kv_dtype is not None:
             k = k.astype(kv_dtype).astype(np.float64)
@@ -217,19 +288,32 @@ def forward(model: Model, tokens, kv_dtype=None, observe=None) -> np.ndarray:
         k_post = k
         k = np.repeat(k, group, axis=1)  # query head i reads KV head i // group
         v = np.repeat(v, group, axis=1)
-        scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(c.head_dim)
+        scores = np.einsum("qhd,khd->hqk", q, k) * (c.attn_scale or 1.0 / np.sqrt(c.head_dim))
+        if c.attn_softcap:
+            scores = c.attn_softcap * np.tanh(scores / c.attn_softcap)
         scores[:, causal] = -np.inf
+        if sliding:
+            scores[:, outside] = -np.inf
         scores -= scores.max(axis=-1, keepdims=True)
         p = np.exp(scores)
         p /= p.sum(axis=-1, keepdims=True)
         if observe is not None:
             observe(index, k_pre, k_post, p)
         attn = np.einsum("hqk,khd->qhd", p, v).reshape(n, c.heads * c.head_dim)
-        x = x + attn @ layer.wo.T
+        out = attn @ layer.wo.T
+        x = x + (rms_norm(out, layer.post_attn_norm, c.eps) if c.post_norms else out)
         h = rms_norm(x, layer.ffn_norm, c.eps)
         gate = h @ layer.w_gate.T
-        x = x + (gate / (1.0 + np.exp(-gate)) * (h @ layer.w_up.T)) @ layer.w_down.T
-    return rms_norm(x, model.output_norm, c.eps) @ model.output.T
+        if c.gelu:
+            act = 0.5 * gate * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (gate + 0.044715 * gate**3)))
+        else:
+            act = gate / (1.0 + np.exp(-gate))
+        out = (act * (h @ layer.w_up.T)) @ layer.w_down.T
+        x = x + (rms_norm(out, layer.post_ffn_norm, c.eps) if c.post_norms else out)
+    logits = rms_norm(x, model.output_norm, c.eps) @ model.output.T
+    if c.final_softcap:
+        logits = c.final_softcap * np.tanh(logits / c.final_softcap)
+    return logits
 
 
 def greedy(model: Model, prompt, steps: int) -> list[int]:

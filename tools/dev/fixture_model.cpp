@@ -67,10 +67,45 @@ GgmlType parse_weight_type(const std::string& name) {
   throw Error(fmt::format("fixture: unknown weight type '{}'; expected one of: {}", name, names));
 }
 
+namespace {
+
+// What each architecture's converter writes beyond llama's tensors and keys. The fixtures are
+// small, so the windows, caps and temperature floor are small too: a 24-token test sequence
+// crosses each of them.
+struct ArchLayout {
+  std::string_view arch;
+  bool bpe_vocab;  // byte-level BPE vocabulary (qwen); SentencePiece otherwise
+  bool qkv_bias = false, qk_norm = false, post_norms = false, fused = false, tied_only = false;
+  uint32_t window = 0, pattern = 0;
+  float attn_softcap = 0, final_softcap = 0, rope_base_swa = 0, temperature = 0;
+  uint32_t original_context = 0;
+};
+
+constexpr ArchLayout kLayouts[] = {
+    {.arch = "llama", .bpe_vocab = false},
+    {.arch = "qwen2", .bpe_vocab = true, .qkv_bias = true},
+    {.arch = "qwen3", .bpe_vocab = true, .qk_norm = true},
+    {.arch = "phi3", .bpe_vocab = false, .fused = true},
+    {.arch = "mistral3", .bpe_vocab = false, .temperature = 0.5f, .original_context = 8},
+    {.arch = "gemma2", .bpe_vocab = false, .post_norms = true, .tied_only = true, .window = 8, .pattern = 2,
+     .attn_softcap = 4.0f, .final_softcap = 3.0f},
+    {.arch = "gemma3", .bpe_vocab = false, .qk_norm = true, .post_norms = true, .window = 8, .pattern = 2,
+     .rope_base_swa = 10000.0f},
+};
+
+const ArchLayout& layout_of(const std::string& arch) {
+  std::string names;
+  for (const ArchLayout& l : kLayouts) {
+    if (l.arch == arch) return l;
+    names += (names.empty() ? "" : ", ") + std::string(l.arch);
+  }
+  throw Error(fmt::format("fixture: unknown arch '{}'; expected one of: {}", arch, names));
+}
+
+}  // namespace
+
 Fixture make_fixture(const FixtureOptions& o) {
-  const bool qwen2 = o.arch == "qwen2";
-  if (o.arch != "llama" && !qwen2)
-    throw Error(fmt::format("fixture: unknown arch '{}'; expected llama or qwen2", o.arch));
+  const ArchLayout& a = layout_of(o.arch);
   parse_weight_type(ggml_type_name(o.type));  // rejects the types the fixture cannot write
   if (!(o.rope_scale >= 0.0f) || !std::isfinite(o.rope_scale))
     throw Error(fmt::format("fixture: rope scale {} must be a finite number >= 0", o.rope_scale));
@@ -80,7 +115,7 @@ Fixture make_fixture(const FixtureOptions& o) {
     throw Error(fmt::format("fixture: shape width {} heads {} kv_heads {} head_dim {} ffn {} layers {} context {}; "
                             "expected sizes >= 1, heads a multiple of kv_heads and an even head_dim",
                             S.width, S.heads, S.kv_heads, S.head_dim, S.ffn, S.layers, S.context));
-  const FixtureVocab vocab = qwen2 ? byte_bpe_vocab() : sentencepiece_vocab();
+  const FixtureVocab vocab = a.bpe_vocab ? byte_bpe_vocab() : sentencepiece_vocab();
   const auto n_vocab = static_cast<uint32_t>(vocab.tokens.size());
 
   Builder b(o);
@@ -93,9 +128,16 @@ Fixture make_fixture(const FixtureOptions& o) {
   h.heads = S.heads;
   h.kv_heads = S.kv_heads;
   h.head_dim = S.head_dim;
-  h.rms_eps = qwen2 ? 1e-6f : 1e-5f;
-  h.rope_base = qwen2 ? 1000000.0f : 10000.0f;
+  h.rms_eps = a.bpe_vocab ? 1e-6f : 1e-5f;
+  h.rope_base = a.bpe_vocab || a.rope_base_swa > 0 ? 1000000.0f : 10000.0f;
   h.rope_linear_scale = o.rope_scale;
+  h.sliding_window = a.window;
+  h.sliding_window_pattern = a.pattern;
+  h.attn_softcap = a.attn_softcap;
+  h.final_softcap = a.final_softcap;
+  h.rope_base_swa = a.rope_base_swa;
+  h.temperature_scale = a.temperature;
+  h.original_context = a.original_context;
   const std::string name = fmt::format("veloxquant fixture {} {}{}", o.arch,
                                        ggml_type_name(o.type), o.tied ? " tied" : "");
   for (auto& [key, value] : llama_metadata(h, o.type, name)) b.meta(std::move(key), std::move(value));
@@ -105,24 +147,38 @@ Fixture make_fixture(const FixtureOptions& o) {
   // O(1) logits too.
   b.matrix("token_embd.weight", S.width, n_vocab);
   b.vec("output_norm.weight", S.width, 1.0, 0.2);
-  if (!o.tied) b.matrix("output.weight", S.width, n_vocab);
+  if (!o.tied && !a.tied_only) b.matrix("output.weight", S.width, n_vocab);
   const uint32_t q_width = S.heads * S.head_dim, kv_width = S.kv_heads * S.head_dim;
   for (uint32_t l = 0; l < S.layers; ++l) {
     const std::string p = fmt::format("blk.{}.", l);
     b.vec(p + "attn_norm.weight", S.width, 1.0, 0.2);
-    b.matrix(p + "attn_q.weight", S.width, q_width);
-    b.matrix(p + "attn_k.weight", S.width, kv_width);
-    b.matrix(p + "attn_v.weight", S.width, kv_width);
-    if (qwen2) {
+    if (a.fused) {
+      b.matrix(p + "attn_qkv.weight", S.width, q_width + 2 * kv_width);
+    } else {
+      b.matrix(p + "attn_q.weight", S.width, q_width);
+      b.matrix(p + "attn_k.weight", S.width, kv_width);
+      b.matrix(p + "attn_v.weight", S.width, kv_width);
+    }
+    if (a.qkv_bias) {
       b.vec(p + "attn_q.bias", q_width, 0.0, 0.5);
       b.vec(p + "attn_k.bias", kv_width, 0.0, 0.5);
       b.vec(p + "attn_v.bias", kv_width, 0.0, 0.5);
     }
+    if (a.qk_norm) {
+      b.vec(p + "attn_q_norm.weight", S.head_dim, 1.0, 0.2);
+      b.vec(p + "attn_k_norm.weight", S.head_dim, 1.0, 0.2);
+    }
     b.matrix(p + "attn_output.weight", q_width, S.width);
+    if (a.post_norms) b.vec(p + "post_attention_norm.weight", S.width, 1.0, 0.2);
     b.vec(p + "ffn_norm.weight", S.width, 1.0, 0.2);
-    b.matrix(p + "ffn_gate.weight", S.width, S.ffn);
-    b.matrix(p + "ffn_up.weight", S.width, S.ffn);
+    if (a.fused) {
+      b.matrix(p + "ffn_up.weight", S.width, 2 * S.ffn);  // the gate's rows, then up's
+    } else {
+      b.matrix(p + "ffn_gate.weight", S.width, S.ffn);
+      b.matrix(p + "ffn_up.weight", S.width, S.ffn);
+    }
     b.matrix(p + "ffn_down.weight", S.ffn, S.width);
+    if (a.post_norms) b.vec(p + "post_ffw_norm.weight", S.width, 1.0, 0.2);
   }
   return b.take();
 }

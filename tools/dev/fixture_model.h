@@ -20,7 +20,9 @@ struct FixtureShape {
 };
 
 struct FixtureOptions {
-  std::string arch = "llama";  // "llama" (interleaved RoPE, SentencePiece) or "qwen2" (NeoX, BPE)
+  // llama, qwen2, qwen3, phi3, mistral3, gemma2 or gemma3, each with its converter's tensors
+  // and keys (fixture_model.cpp's layouts).
+  std::string arch = "llama";
   GgmlType type = GgmlType::F32;  // of every 2-D weight; 1-D norms and biases stay F32
   bool tied = false;              // no output.weight: the output projection reuses token_embd
   uint64_t seed = 0;

@@ -44,6 +44,13 @@ std::vector<std::pair<std::string, GgufValue>> llama_metadata(const LlamaHyperpa
     add(a + ".rope.scaling.type", GgufValue("linear"));
     add(a + ".rope.scaling.factor", GgufValue(h.rope_linear_scale));
   }
+  if (h.sliding_window) add(a + ".attention.sliding_window", GgufValue(h.sliding_window));
+  if (h.sliding_window_pattern) add(a + ".attention.sliding_window_pattern", GgufValue(h.sliding_window_pattern));
+  if (h.rope_base_swa > 0) add(a + ".rope.freq_base_swa", GgufValue(h.rope_base_swa));
+  if (h.attn_softcap > 0) add(a + ".attn_logit_softcapping", GgufValue(h.attn_softcap));
+  if (h.final_softcap > 0) add(a + ".final_logit_softcapping", GgufValue(h.final_softcap));
+  if (h.temperature_scale > 0) add(a + ".attention.temperature_scale", GgufValue(h.temperature_scale));
+  if (h.original_context) add(a + ".rope.scaling.original_context_length", GgufValue(h.original_context));
   return m;
 }
 

@@ -18,6 +18,12 @@ struct LlamaHyperparameters {
   float rms_eps = 1e-5f;
   float rope_base = 10000.0f;
   float rope_linear_scale = 0;  // > 0: rope.scaling.type "linear" with this factor
+  // Written only when set: sliding-window attention, soft-capping, the windowed layers' RoPE
+  // base and mistral3's query temperature (its floor is rope.scaling.original_context_length).
+  uint32_t sliding_window = 0, sliding_window_pattern = 0;
+  float attn_softcap = 0, final_softcap = 0, rope_base_swa = 0;
+  float temperature_scale = 0;
+  uint32_t original_context = 0;
 };
 
 // general.architecture, general.name, general.file_type (llama.cpp's llama_ftype for a model

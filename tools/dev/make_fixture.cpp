@@ -1,6 +1,6 @@
-// veloxquant_make_fixture: writes a small random-weight llama or qwen2 model as GGUF, with
+// veloxquant_make_fixture: writes a small random-weight model of a supported architecture as GGUF, with
 // llama.cpp's tensor names and metadata, for the runtime's tests (see fixture_model.h).
-//   veloxquant_make_fixture --arch llama|qwen2 --type f32|f16|bf16|q8_0|q4_0 [--tied]
+//   veloxquant_make_fixture --arch ARCH --type f32|f16|bf16|q8_0|q4_0 [--tied]
 //       [--seed N] [--rope-scale FACTOR] [--manifest FILE.json]
 //       [--width W --heads H --kv-heads K --head-dim D --ffn F --layers L --context C] OUT.gguf
 // Errors print one line on stderr and exit with code 2.
@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Write a small random-weight Llama-family GGUF model"};
   veloxquant::dev::FixtureOptions options;
   std::string type = "f32", out, manifest_path;
-  app.add_option("--arch", options.arch, "llama or qwen2")->capture_default_str();
+  app.add_option("--arch", options.arch, "llama, qwen2, qwen3, phi3, mistral3, gemma2 or gemma3")->capture_default_str();
   app.add_option("--type", type, "type of the weight matrices: f32, f16, bf16, q8_0 or q4_0")
       ->capture_default_str();
   app.add_flag("--tied", options.tied, "no output.weight: the output reuses token_embd");

@@ -4,6 +4,6 @@
 
 namespace veloxquant::runtime {
 
-extern const Architecture kQwen2{"qwen2", RopeLayout::Neox, true};
+extern const Architecture kQwen2{.name = "qwen2", .rope_layout = RopeLayout::Neox, .requires_qkv_bias = true};
 
 }  // namespace veloxquant::runtime

@@ -11,8 +11,11 @@ namespace veloxquant {
 
 struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm;  // [embedding]
+  // Views of one fused attn_qkv / ffn_up tensor where the file fuses them (phi3).
   runtime::WeightMatrix wq, wk, wv, wo;
   std::vector<float> bq, bk, bv;  // empty when the model has no q/k/v biases
+  std::vector<float> q_norm, k_norm;  // [head_dim]; empty without ModelConfig::qk_norm
+  std::vector<float> post_attn_norm, post_ffn_norm;  // [embedding]; empty without post_norms
   runtime::WeightMatrix gate, up, down;
 };
 
@@ -24,8 +27,14 @@ struct Model::Impl {
   runtime::WeightMatrix output;      // [vocab, embedding]; token_embd when tied
   std::vector<float> output_norm;
   std::vector<LayerWeights> layers;
+  // phi3's 128k models: RoPE frequency divisors for contexts past the original one
+  // (rope_factors_long.weight; the short ones are config.rope's); null otherwise.
+  std::shared_ptr<const std::vector<float>> rope_long_factors;
+  uint32_t rope_original_context = 0;  // a session's context above it takes the long factors
   size_t parameters = 0;
   size_t weight_bytes = 0;
+
+  explicit Impl(GgufFile f) : file(std::move(f)) {}
 };
 
 }  // namespace veloxquant

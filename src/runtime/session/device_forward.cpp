@@ -32,6 +32,28 @@ cuda::HostMatrix host_matrix(const WeightMatrix& w, cuda::Precision p) {
   return out;
 }
 
+// The CUDA decoder runs llama's block: names the first feature of another architecture's that
+// it lacks, so that nothing runs a different model than the file's.
+void require_llama_block(const Model& model, size_t context) {
+  const ModelConfig& c = model.config();
+  const char* missing = c.qk_norm                           ? "per-head q/k RMSNorm"
+                        : c.post_norms                      ? "post-attention and post-feed-forward norms"
+                        : c.activation != Activation::Silu  ? "GeGLU"
+                        : c.embedding_scale != 1.0f         ? "embedding scaling"
+                        : c.attention_scale != 0.0f         ? "a query scale other than 1/sqrt(head_dim)"
+                        : c.attention_softcap != 0.0f       ? "attention soft-capping"
+                        : c.final_softcap != 0.0f           ? "logit soft-capping"
+                        : !c.sliding_layers.empty()         ? "sliding-window layers"
+                        : c.attention_temperature_scale != 0 ? "attention temperature by position"
+                        : model.impl().rope_long_factors && context > model.impl().rope_original_context
+                            ? "long-context RoPE factors"
+                            : nullptr;
+  if (missing) {
+    throw Error("device cuda: " + c.architecture + " models need " + missing +
+                ", which the CUDA runtime does not implement yet (run on device cpu)");
+  }
+}
+
 class CudaForward final : public DeviceForward {
  public:
   CudaForward(const cuda::DecoderShape& shape, const cuda::DecoderWeights& weights,
@@ -53,6 +75,7 @@ class CudaForward final : public DeviceForward {
 
 std::unique_ptr<DeviceForward> make_device_forward(const Model& model, const Spec& spec, size_t context,
                                                    size_t max_step, size_t batch, GpuWeights weights) {
+  require_llama_block(model, context);
   const cuda::Precision p = weights == GpuWeights::F32 ? cuda::Precision::F32 : cuda::Precision::F16;
   const ModelConfig& c = model.config();
   const Model::Impl& m = model.impl();

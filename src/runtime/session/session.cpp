@@ -42,6 +42,24 @@ void project(const runtime::WeightMatrix& w, const std::vector<float>& bias, con
     for (size_t i = 0; i < w.rows; ++i) y[t * w.rows + i] += bias[i];
 }
 
+// The gated feed-forward's nonlinearity, in place: gate = act(gate) * up.
+void gated(Activation act, float* gate, const float* up, size_t n) {
+  if (act == Activation::Silu) {
+    for (size_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+    return;
+  }
+  // GELU's tanh approximation, as ggml and Gemma's reference code compute it.
+  constexpr float kSqrt2OverPi = 0.7978845608028654f, kCubic = 0.044715f;
+  for (size_t i = 0; i < n; ++i) {
+    const float x = gate[i];
+    gate[i] = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCubic * x * x))) * up[i];
+  }
+}
+
+void softcap(float* x, size_t n, float cap) {
+  for (size_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
+}
+
 // Mean over n rows of the cosine similarity between the hidden state x and x + attention output.
 double mean_cosine(const float* x, const float* attn, size_t n, size_t d) {
   double total = 0;
@@ -98,6 +116,7 @@ struct Session::Impl {
   size_t position = 0;
   Spec spec;
   std::vector<KVCache> caches;  // Device::Cpu
+  std::vector<RopeParams> ropes;  // per layer: the model's, a windowed layer's own, or phi3's long factors
   std::unique_ptr<runtime::DeviceForward> gpu;  // Device::Cuda: weights and caches on the GPU
   // A calibrated spec's artifact, read and checked against the model once for every layer.
   std::shared_ptr<const CalibrationArtifact> calibration;
@@ -119,6 +138,12 @@ struct Session::Impl {
     const ModelConfig& c = model.config();
     context = options.context ? options.context : c.context_length;
     spec = parse_spec(options.kv_spec);
+    for (uint32_t l = 0; l < c.layers; ++l) {
+      ropes.push_back(c.layer_rope(l));
+      // phi3's 128k models rotate with their long factors once the context passes the original.
+      if (model.impl().rope_long_factors && context > model.impl().rope_original_context)
+        ropes.back().freq_factors = model.impl().rope_long_factors;
+    }
     if (options.batch == 0) throw Error("session batch 0; expected at least 1 sequence");
     history.resize(options.batch);
     if (options.device == Device::Cuda) {
@@ -147,10 +172,14 @@ struct Session::Impl {
   void make_caches() {
     const ModelConfig& c = model.config();
     caches.clear();
-    LayerShape shape{c.kv_heads, c.head_dim, 0, 0};
-    shape.calibration = calibration;
-    shape.rope = c.rope;
-    caches = make_layer_caches(spec, shape, static_cast<int>(c.layers));
+    std::vector<LayerShape> shapes(c.layers, LayerShape{c.kv_heads, c.head_dim, 0, 0});
+    for (uint32_t l = 0; l < c.layers; ++l) {
+      shapes[l].calibration = calibration;
+      shapes[l].rope = ropes[l];
+      shapes[l].window = c.sliding(l) ? c.sliding_window : 0;
+      shapes[l].softcap = c.attention_softcap;
+    }
+    caches = make_layer_caches(spec, std::move(shapes));
     importance.assign(caches.front().wants_layer_importance() ? c.layers : 0, 0.0);
     importance_set = false;
   }
@@ -174,15 +203,31 @@ struct Session::Impl {
     const ModelConfig& c = model.config();
     const LayerWeights& w = model.impl().layers[l];
     const size_t d = c.embedding, hd = c.head_dim, qw = size_t{c.heads} * hd;
+    const size_t kvw = size_t{c.kv_heads} * hd;
     for (size_t t = 0; t < n; ++t) rms_norm(&x[t * d], w.attn_norm.data(), d, c.rms_eps, &h[t * d]);
     project(w.wq, w.bq, h.data(), n, q.data());
     project(w.wk, w.bk, h.data(), n, k.data());
     project(w.wv, w.bv, h.data(), n, v.data());
-    for (size_t t = 0; t < n; ++t) apply_rope(c.rope, &q[t * qw], c.heads, hd, positions[t]);
+    if (c.qk_norm) {
+      for (size_t i = 0; i < n * qw; i += hd) rms_norm(&q[i], w.q_norm.data(), hd, c.rms_eps, &q[i]);
+      for (size_t i = 0; i < n * kvw; i += hd) rms_norm(&k[i], w.k_norm.data(), hd, c.rms_eps, &k[i]);
+    }
+    for (size_t t = 0; t < n; ++t) {
+      apply_rope(ropes[l], &q[t * qw], c.heads, hd, positions[t]);
+      // The cache scales scores by 1/sqrt(head_dim); a model's own scale and its temperature by
+      // position go into the queries.
+      float scale = c.attention_scale != 0.0f ? c.attention_scale * std::sqrt(static_cast<float>(hd)) : 1.0f;
+      if (c.attention_temperature_scale != 0.0f) {
+        const auto periods = static_cast<float>(positions[t] / c.attention_temperature_floor);
+        scale *= 1.0f + c.attention_temperature_scale * std::log(periods + 1.0f);
+      }
+      if (scale != 1.0f)
+        for (size_t i = 0; i < qw; ++i) q[t * qw + i] *= scale;
+    }
     using Clock = std::chrono::steady_clock;
     const Clock::time_point start = observer ? Clock::now() : Clock::time_point{};
     caches[l].append(TensorView::f32(k.data(), {n, c.kv_heads, hd}),
-                     TensorView::f32(v.data(), {n, c.kv_heads, hd}), positions, c.rope);
+                     TensorView::f32(v.data(), {n, c.kv_heads, hd}), positions, ropes[l]);
     const Clock::time_point appended = observer ? Clock::now() : Clock::time_point{};
     caches[l].attend_observed(TensorView::f32(q.data(), {n, c.heads, hd}), attn.data());
     if (observer) {
@@ -191,14 +236,18 @@ struct Session::Impl {
                        seconds(Clock::now() - appended));
     }
     project(w.wo, {}, attn.data(), n, proj.data());
+    if (c.post_norms)
+      for (size_t t = 0; t < n; ++t) rms_norm(&proj[t * d], w.post_attn_norm.data(), d, c.rms_eps, &proj[t * d]);
     if (!importance.empty() && !importance_set) importance[l] = mean_cosine(x.data(), proj.data(), n, d);
     for (size_t i = 0; i < n * d; ++i) x[i] += proj[i];
 
     for (size_t t = 0; t < n; ++t) rms_norm(&x[t * d], w.ffn_norm.data(), d, c.rms_eps, &h[t * d]);
     project(w.gate, {}, h.data(), n, gate.data());
     project(w.up, {}, h.data(), n, up.data());
-    for (size_t i = 0; i < n * c.feed_forward; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+    gated(c.activation, gate.data(), up.data(), n * c.feed_forward);
     project(w.down, {}, gate.data(), n, proj.data());
+    if (c.post_norms)
+      for (size_t t = 0; t < n; ++t) rms_norm(&proj[t * d], w.post_ffn_norm.data(), d, c.rms_eps, &proj[t * d]);
     for (size_t i = 0; i < n * d; ++i) x[i] += proj[i];
   }
 
@@ -217,6 +266,8 @@ struct Session::Impl {
     resize(n);
     for (size_t t = 0; t < n; ++t) {
       runtime::dequantize_row(m.token_embd, static_cast<size_t>(tokens[t]), &x[t * d]);
+      if (c.embedding_scale != 1.0f)
+        for (size_t i = 0; i < d; ++i) x[t * d + i] *= c.embedding_scale;
       positions[t] = static_cast<int64_t>(position + t);
     }
     for (size_t l = 0; l < c.layers; ++l) layer(l, n);
@@ -234,6 +285,7 @@ struct Session::Impl {
     for (size_t t = 0; t < rows; ++t)
       rms_norm(&x[(first_logit + t) * d], m.output_norm.data(), d, c.rms_eps, &h[t * d]);
     project(m.output, {}, h.data(), rows, logits);
+    if (c.final_softcap != 0.0f) softcap(logits, rows * c.vocab, c.final_softcap);
   }
 };
 

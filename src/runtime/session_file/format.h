@@ -55,11 +55,12 @@ std::vector<uint8_t> read_file(const std::string& path);
 
 // One cache per layer from the parsed streams, each checked against its codecs (FormatError
 // naming the layer and stream otherwise). Throws Error naming both when the artifact the spec
-// loads now is not the one the file lists. `rope`: the model's, for a method that stores keys
-// before RoPE (LayerShape::rope).
+// loads now is not the one the file lists. `shapes`: the model's layers as a session builds them
+// (their RoPE for a method that stores keys before it, their windows); empty: the file's KV heads
+// and head_dim with the codec seed, without RoPE.
 std::vector<KVCache> rebuild_caches(std::vector<SessionFile::Layer> layers, const Spec& spec,
                                     uint64_t codec_seed, const ModelIdentity& model,
                                     const std::vector<MethodArtifact>& artifacts,
-                                    const RopeParams& rope = {});
+                                    std::vector<LayerShape> shapes = {});
 
 }  // namespace veloxquant::session_file

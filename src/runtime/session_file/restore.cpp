@@ -42,11 +42,10 @@ std::vector<KVCache> restore_caches(std::vector<KVCache> caches, std::vector<Ses
 std::vector<KVCache> rebuild_caches(std::vector<SessionFile::Layer> layers, const Spec& spec,
                                     uint64_t codec_seed, const ModelIdentity& model,
                                     const std::vector<MethodArtifact>& artifacts,
-                                    const RopeParams& rope) {
-  LayerShape shape{model.kv_heads, model.head_dim, 0, codec_seed};
-  shape.rope = rope;
+                                    std::vector<LayerShape> shapes) {
+  if (shapes.empty()) shapes.assign(layers.size(), LayerShape{model.kv_heads, model.head_dim, 0, codec_seed});
   // Built together, so that the layers of a cross-layer spec are paired again.
-  std::vector<KVCache> caches = make_layer_caches(spec, shape, static_cast<int>(layers.size()));
+  std::vector<KVCache> caches = make_layer_caches(spec, std::move(shapes));
   return restore_caches(std::move(caches), std::move(layers), artifacts);
 }
 
@@ -71,9 +70,12 @@ std::vector<float> restore_session(Session& session, SessionFile file) {
     throw Error(fmt::format("the session holds {} tokens; expected at most the context's {}",
                             file.tokens.size(), session.context()));
   }
+  // The session's own layer shapes: its RoPE, windows and calibration, per layer.
+  std::vector<LayerShape> shapes;
+  for (const KVCache& cache : session.caches()) shapes.push_back(cache.shape());
   std::vector<KVCache> caches = session_file::rebuild_caches(std::move(file.layers), current.spec(),
                                                              file.codec_seed, file.model, file.artifacts,
-                                                             session.model().config().rope);
+                                                             std::move(shapes));
   session.restore(std::move(file.tokens), std::move(caches));
   return std::move(file.logits);
 }

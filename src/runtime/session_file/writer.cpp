@@ -77,6 +77,14 @@ void save_session(const Session& session, std::span<const float> last_logits, co
                 "do not hold an eviction policy's state (token scores, sinks); expected a spec "
                 "without a policy");
   }
+  for (const KVCache& cache : session.caches()) {
+    if (cache.stored_tokens(0) < cache.tokens()) {
+      throw Error(fmt::format("save_session: layer {} attends through a sliding window of {} tokens and has "
+                              "dropped {} of its {} tokens, and session files hold every token; expected a "
+                              "prompt within the window", cache.shape().layer, cache.shape().window,
+                              cache.tokens() - cache.stored_tokens(0), cache.tokens()));
+    }
+  }
   const ModelIdentity model = ModelIdentity::of(session.model());
   const std::vector<MethodArtifact> artifacts = session_file::artifacts_of(first);
   session_file::write_session(path, {model, first.spec().to_string(), first.shape().seed,

@@ -58,6 +58,16 @@ WeightMatrix WeightMatrix::from_gguf(const GgufFile& file, const GgufTensorInfo&
   return view(info.name, info.type, rows, cols, file.tensor_data(info));
 }
 
+WeightMatrix WeightMatrix::row_view(size_t first, size_t n) const {
+  if (n == 0 || first > rows || n > rows - first) {
+    throw ShapeError(fmt::format("tensor '{}': rows {}..{} requested; expected a part of its {} rows", name, first,
+                                 first + n, rows));
+  }
+  const size_t rb = row_bytes();
+  return WeightMatrix{fmt::format("{} rows {}..{}", name, first, first + n), type, n, cols,
+                      data.subspan(first * rb, n * rb)};
+}
+
 void dequantize_row(const WeightMatrix& w, size_t r, float* out) {
   if (r >= w.rows) {
     throw ShapeError(fmt::format("tensor '{}': row {} requested; expected a row below {}", w.name, r,

@@ -27,6 +27,9 @@ struct WeightMatrix {
   std::span<const uint8_t> data;  // rows * row_bytes() bytes
 
   size_t row_bytes() const;
+  // Rows [first, first + n) as a matrix of their own (one part of a fused tensor). Throws
+  // ShapeError when they do not lie inside this one.
+  WeightMatrix row_view(size_t first, size_t n) const;
 
   // A view over `data`; `name` is only for messages. Throws FormatError naming it if the type is
   // not supported, rows or cols is 0, cols is not a multiple of the type's block size, or data
