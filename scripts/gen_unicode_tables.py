@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Writes src/runtime/tokenizer/unicode_tables.cpp: the code point classes that the byte-level BPE
-pre-tokenizers need (\\p{L}, \\p{N}, \\p{P} and \\s), as a sorted list of ranges, from Python's own
-`unicodedata` so that no ICU is needed at build or run time.
+"""Writes src/runtime/tokenizer/unicode_tables.cpp: the code point classes that the BPE
+pre-tokenizers need (\\p{L}, \\p{N}, \\p{P}, \\p{M} and \\s), as a sorted list of ranges, from
+Python's own `unicodedata` so that no ICU is needed at build or run time.
 
     python3.13 scripts/gen_unicode_tables.py            # rewrites the .cpp in place
     python3.13 scripts/gen_unicode_tables.py --check    # exit 1 if the committed file is stale
@@ -12,7 +12,7 @@ Python knows fewer letters (3.11 has Unicode 14, about 5000 code points fewer), 
 version is written into the output and checked.
 
 Letters are the general categories Lu Ll Lt Lm Lo, numbers Nd Nl No, punctuation Pc Pd Ps Pe
-Pi Pf Po. Whitespace is Unicode's
+Pi Pf Po, marks Mn Mc Me. Whitespace is Unicode's
 White_Space property, which `unicodedata` does not expose: str.isspace() is White_Space plus the
 four information separators U+001C..U+001F (bidirectional class B or S), so those are removed.
 """
@@ -22,7 +22,7 @@ import pathlib
 import sys
 import unicodedata
 
-LETTER, NUMBER, WHITESPACE, PUNCTUATION = 1, 2, 4, 8
+LETTER, NUMBER, WHITESPACE, PUNCTUATION, MARK = 1, 2, 4, 8, 16
 MAX_CODEPOINT = 0x10FFFF
 OUT = pathlib.Path(__file__).resolve().parent.parent / "src/runtime/tokenizer/unicode_tables.cpp"
 
@@ -37,6 +37,8 @@ def flags_of(cp: int) -> int:
         flags |= NUMBER
     if category[0] == "P":
         flags |= PUNCTUATION
+    if category[0] == "M":
+        flags |= MARK
     if ch.isspace() and not 0x1C <= cp <= 0x1F:
         flags |= WHITESPACE
     return flags

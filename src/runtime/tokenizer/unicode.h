@@ -1,6 +1,6 @@
 // The little Unicode the tokenizers need, without ICU: UTF-8 decoding with llama.cpp's treatment
-// of bad input, the letter / number / punctuation / whitespace classes of the BPE pre-tokenizers,
-// and GPT-2's byte-to-character alphabet.
+// of bad input, the letter / number / punctuation / mark / whitespace classes of the BPE
+// pre-tokenizers, and GPT-2's byte-to-character alphabet.
 #pragma once
 
 #include <cstddef>
@@ -24,10 +24,12 @@ std::vector<uint32_t> decode_utf8(std::string_view text);
 // REQUIRES: cp <= 0x10FFFF.
 void append_utf8(std::string& out, uint32_t cp);
 
-enum CodepointFlag : uint8_t { kLetter = 1, kNumber = 2, kWhitespace = 4, kPunctuation = 8 };
+enum CodepointFlag : uint8_t {
+  kLetter = 1, kNumber = 2, kWhitespace = 4, kPunctuation = 8, kMark = 16,
+};
 
-// kLetter for \p{L}, kNumber for \p{N}, kPunctuation for \p{P}, kWhitespace for White_Space
-// (what \s matches).
+// kLetter for \p{L}, kNumber for \p{N}, kPunctuation for \p{P}, kMark for \p{M} (combining
+// marks), kWhitespace for White_Space (what \s matches).
 uint8_t codepoint_flags(uint32_t cp);
 
 // GPT-2's byte-level alphabet: every byte maps to one printable character, so that byte strings
