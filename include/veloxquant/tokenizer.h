@@ -1,6 +1,7 @@
 // Text <-> token ids from a GGUF file's tokenizer metadata, as llama.cpp tokenizes:
-// SentencePiece-style ("llama": score-ordered merges, byte fallback) and byte-level BPE ("gpt2":
-// ranked merges after a pre-tokenizer chosen by tokenizer.ggml.pre).
+// SentencePiece-style ("llama": score-ordered merges, byte fallback), byte-level BPE ("gpt2":
+// ranked merges after a pre-tokenizer chosen by tokenizer.ggml.pre) and Gemma 4's BPE over
+// SentencePiece-style text ("gemma4").
 #pragma once
 
 #include <cstdint>
@@ -17,12 +18,14 @@ enum class TokenizerKind { SentencePiece, BytePairEncoding };
 
 class Tokenizer {
  public:
-  // Reads tokenizer.ggml.* from the file: model ("llama" or "gpt2"), tokens, scores, token_type,
-  // merges (gpt2), pre (gpt2: default, gpt-2, llama-bpe / llama3, qwen2 and their llama.cpp
-  // aliases), the bos, eos, unknown, eot, eom and fim_pad/rep/sep token ids (0xFFFFFFFF or -1
-  // meaning none) and the add_bos_token, add_eos_token and add_space_prefix flags. Throws FormatError naming the key if the metadata
-  // is missing, inconsistent (e.g. scores and tokens of different lengths, an id out of range,
-  // two tokens with one text) or of a kind that is not supported (listing the supported ones).
+  // Reads tokenizer.ggml.* from the file: model ("llama", "gpt2" or "gemma4"), tokens, scores,
+  // token_type, merges (BPE), pre (gpt2: the pre-tokenizers of llama.cpp's tokenizer suite, e.g.
+  // default, gpt-2, llama-bpe, qwen2, qwen35, falcon, starcoder, command-r, deepseek-llm, and
+  // their llama.cpp aliases), the bos, eos, unknown, eot, eom and fim_pad/rep/sep token ids
+  // (0xFFFFFFFF or -1 meaning none) and the add_bos_token, add_eos_token and add_space_prefix
+  // flags. Throws FormatError naming the key if the metadata is missing, inconsistent (e.g.
+  // scores and tokens of different lengths, an id out of range, two tokens with one text) or of
+  // a kind that is not supported (naming it and listing the supported ones).
   static Tokenizer from_gguf(const GgufFile& file);
   ~Tokenizer();
   Tokenizer(Tokenizer&&) noexcept;
@@ -30,10 +33,11 @@ class Tokenizer {
 
   // Token ids for `text` (any bytes; malformed UTF-8 is tolerated as llama.cpp tolerates it).
   // add_special adds what the vocabulary asks for, as llama.cpp's add_special: BOS first when
-  // add_bos_token is true (default true for "llama" and the llama-3 family, false otherwise) and
-  // the vocabulary has one, EOS last when add_eos_token is true (default false). When
-  // parse_special is set, the text of control tokens (e.g. "<|im_start|>") becomes that token;
-  // otherwise it is tokenized as plain text. User-defined tokens always match their text.
+  // add_bos_token is true (default true for "llama" and the llama-3 family, false otherwise;
+  // always for "gemma4") and the vocabulary has one, EOS last when add_eos_token is true
+  // (default false). When parse_special is set, the text of control tokens (e.g.
+  // "<|im_start|>") becomes that token; otherwise it is tokenized as plain text. User-defined
+  // tokens always match their text.
   std::vector<int32_t> encode(std::string_view text, bool add_special,
                               bool parse_special = false) const;
   // The text of one token as it should be printed: byte-fallback tokens become their byte,

@@ -95,6 +95,9 @@ TEST(BpeTrainer, RejectsAVocabularyWithNoRoomForMerges) {
 TEST(BpeTrainer, RejectsAnUnknownPreTokenizer) {
   EXPECT_CONTAINS(test::error_message<FormatError>([] { BpeWordCounts w("gpt-5"); }),
                   "unsupported pre-tokenizer 'gpt-5'");
+  // Gemma 4's words are UTF-8 with escaped spaces, not what a byte-level vocabulary merges.
+  EXPECT_CONTAINS(test::error_message<Error>([] { BpeWordCounts w("gemma4"); }),
+                  "pre-tokenizer 'gemma4' is SentencePiece-style");
 }
 
 }  // namespace

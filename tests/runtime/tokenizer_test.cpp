@@ -297,6 +297,30 @@ TEST(TokenizerSentencePiece, UnknownCharacterWithoutByteTokensIsUnk) {
   EXPECT_EQ(tok.token_to_piece(0), "");                       // unknown prints nothing
 }
 
+// Gemma 4: BPE over text whose spaces are U+2581, split only at newline runs, which are
+// tokens of their own; <0xXX> byte fallback; BOS even though the file says not to add it.
+TEST(TokenizerBytePairEncoding, Gemma4MergesSentencePieceText) {
+  const std::string sp = "\xE2\x96\x81";  // U+2581
+  VocabSpec v;
+  v.model = "gemma4";
+  v.tokens = {"<pad>", "<eos>", "<bos>", sp, "a", "b", sp + "a", sp + "ab", "\n", "\n\n", "<0x63>"};
+  v.types = {3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6};
+  v.merges = {sp + " a", sp + "a b"};
+  v.extra.emplace_back("tokenizer.ggml.bos_token_id", GgufValue(uint32_t{2}));
+  v.extra.emplace_back("tokenizer.ggml.eos_token_id", GgufValue(uint32_t{1}));
+  v.extra.emplace_back("tokenizer.ggml.add_bos_token", GgufValue(false));
+  const Tokenizer tok = Tokenizer::from_gguf(make_file(v));
+  EXPECT_EQ(tok.kind(), TokenizerKind::BytePairEncoding);
+  // "a▁ab" merges ▁ a, then ▁a b; "\n\n" is an entry; c only has its byte token; d has none.
+  EXPECT_EQ(tok.encode("a ab\n\ncd", true), (Ids{2, 4, 7, 9, 10}));
+  // A newline run without an entry of its own is merged like any word.
+  EXPECT_EQ(tok.encode("\n\n\n", false), (Ids{8, 8, 8}));
+  EXPECT_EQ(tok.token_to_piece(7), " ab");
+  EXPECT_EQ(tok.token_to_piece(10), "c");
+  EXPECT_EQ(tok.decode({2, 4, 7, 9, 10}), "a ab\n\nc");
+  EXPECT_TRUE(tok.is_end_of_generation(1));
+}
+
 TEST(TokenizerBytePairEncoding, PreTokenizersSplitAsTheirExpressions) {
   using W = std::vector<std::string>;
   EXPECT_EQ(pre_tokenize(PreTokenizer::Llama3, "Hello 1234567 world!!\n\n  x"),
@@ -310,6 +334,27 @@ TEST(TokenizerBytePairEncoding, PreTokenizersSplitAsTheirExpressions) {
   EXPECT_EQ(pre_tokenize(PreTokenizer::Gpt2, "a   b   "), (W{"a", "  ", " b", "   "}));
   // Default isolates punctuation runs, then number runs, then ASCII digit triples.
   EXPECT_EQ(pre_tokenize(PreTokenizer::Default, "x+=12345;"), (W{"x", "+=", "123", "45", ";"}));
+  // Falcon's first expression also isolates backticks, and it has no \p{N}+ step.
+  EXPECT_EQ(pre_tokenize(PreTokenizer::Default, "a`b`+=1234"),
+            (W{"a", "`", "b", "`", "+=", "123", "4"}));
+  EXPECT_EQ(pre_tokenize(PreTokenizer::Falcon, "a`b`+=1234"),
+            (W{"a", "`", "b", "`+=", "123", "4"}));
+  EXPECT_EQ(pre_tokenize(PreTokenizer::StarCoder, "abc 123"), (W{"abc", " ", "1", "2", "3"}));
+  // Qwen35 keeps a combining mark (U+0301) with its letters; Qwen2 starts a new word at it.
+  EXPECT_EQ(pre_tokenize(PreTokenizer::Qwen2, "e\xCC\x81x 12"),
+            (W{"e", "\xCC\x81x", " ", "1", "2"}));
+  EXPECT_EQ(pre_tokenize(PreTokenizer::Qwen35, "e\xCC\x81x 12"), (W{"e\xCC\x81x", " ", "1", "2"}));
+  const std::string world = "\xE4\xB8\x96\xE7\x95\x8C";  // 世界
+  EXPECT_EQ(pre_tokenize(PreTokenizer::DeepSeekCoder, "Hi, " + world + "\n12"),
+            (W{"Hi", ",", " ", world, "\n", "1", "2"}));
+  EXPECT_EQ(pre_tokenize(PreTokenizer::DeepSeekLlm, "Hi,  " + world + "  "),
+            (W{"Hi", ",", "  ", world, "  "}));
+  // The ideographic space U+3000 lies inside DeepSeek's punctuation and CJK ranges, but llama.cpp
+  // matches those on text whose non-ASCII whitespace became U+000B: it is only ever \s.
+  const std::string stop = "\xE3\x80\x82", ideographic_space = "\xE3\x80\x80";
+  EXPECT_EQ(pre_tokenize(PreTokenizer::DeepSeekLlm, stop + ideographic_space + stop),
+            (W{stop, ideographic_space, stop}));
+  EXPECT_EQ(pre_tokenize(PreTokenizer::Newlines, "a b\n\nc\n"), (W{"a b", "\n\n", "c", "\n"}));
 }
 
 TEST(TokenizerUnicode, ClassesAndByteAlphabet) {
@@ -320,6 +365,7 @@ TEST(TokenizerUnicode, ClassesAndByteAlphabet) {
   EXPECT_EQ(unicode::codepoint_flags(0x1C), 0);                        // not White_Space
   EXPECT_EQ(unicode::codepoint_flags(0x2026), unicode::kPunctuation);  // …
   EXPECT_EQ(unicode::codepoint_flags(0x1F600), 0);                     // 😀 is a symbol
+  EXPECT_EQ(unicode::codepoint_flags(0x0301), unicode::kMark);         // combining acute
   std::set<uint32_t> seen;
   for (int b = 0; b < 256; ++b) {
     const uint32_t cp = unicode::byte_to_codepoint(static_cast<uint8_t>(b));

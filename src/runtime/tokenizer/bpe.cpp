@@ -1,6 +1,7 @@
 #include "runtime/tokenizer/bpe.h"
 
 #include <optional>
+#include <utility>
 
 #include "runtime/tokenizer/pair_merge.h"
 #include "runtime/tokenizer/unicode.h"
@@ -20,6 +21,19 @@ std::string byte_encode(std::string_view word) {
     unicode::append_utf8(out, unicode::byte_to_codepoint(static_cast<uint8_t>(c)));
   }
   return out;
+}
+
+// Whether `word` may become its vocabulary entry without merging.
+bool whole_word(WholeWords rule, std::string_view word) {
+  switch (rule) {
+    case WholeWords::Never:
+      return false;
+    case WholeWords::Always:
+      return true;
+    case WholeWords::NewlineRuns:
+      return word.find_first_not_of('\n') == std::string_view::npos;
+  }
+  return false;
 }
 
 }  // namespace
@@ -60,9 +74,10 @@ int BpeMerges::rank(std::string_view left, std::string_view right) const {
 
 void bpe_tokenize(const Vocab& vocab, const BpeMerges& merges, const PreTokenizerConfig& config,
                   std::string_view text, std::vector<int32_t>& out) {
-  for (const std::string& raw : pre_tokenize(config.kind, text)) {
-    const std::string word = byte_encode(raw);
-    if (config.whole_word_tokens) {
+  const bool byte_level = !config.sentencepiece_style;
+  for (std::string& raw : pre_tokenize(config.kind, text)) {
+    const std::string word = byte_level ? byte_encode(raw) : std::move(raw);
+    if (whole_word(config.whole_words, word)) {
       if (const int32_t id = vocab.find(word); id >= 0) {
         out.push_back(id);
         continue;
@@ -79,7 +94,9 @@ void bpe_tokenize(const Vocab& vocab, const BpeMerges& merges, const PreTokenize
         continue;
       }
       for (size_t i = 0; i < piece.size(); ++i) {
-        if (const int32_t id = vocab.find(piece.substr(i, 1)); id >= 0) out.push_back(id);
+        const int32_t id = byte_level ? vocab.find(piece.substr(i, 1))
+                                      : vocab.byte_token(static_cast<uint8_t>(piece[i]));
+        if (id >= 0) out.push_back(id);
       }
     }
   }

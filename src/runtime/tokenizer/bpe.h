@@ -1,5 +1,5 @@
-// llama.cpp's byte-level BPE tokenizer ("gpt2" vocabularies): ranked merges within the words of a
-// pre-tokenizer, over GPT-2's byte alphabet.
+// llama.cpp's BPE tokenizer: ranked merges within the words of a pre-tokenizer, over GPT-2's byte
+// alphabet ("gpt2" vocabularies) or over UTF-8 with SentencePiece's spaces ("gemma4").
 #pragma once
 
 #include <cstdint>
@@ -31,11 +31,12 @@ class BpeMerges {
   std::unordered_map<std::pair<std::string, std::string>, int, PairHash> ranks_;
 };
 
-// Appends the ids of `text` to `out`. Each word of the pre-tokenizer is mapped byte by byte to
-// the byte alphabet, then (unless config.whole_word_tokens finds the whole word in the
-// vocabulary) split into characters and merged pair by pair, lowest rank first and leftmost among
-// equals. A final symbol that is not in the vocabulary falls back to its single bytes' entries;
-// bytes without one are dropped, as llama.cpp drops them.
+// Appends the ids of `text` to `out`. Each word of the pre-tokenizer (mapped byte by byte to the
+// byte alphabet unless config.sentencepiece_style, in which case `text` must already have its
+// spaces as U+2581) becomes its vocabulary entry if config.whole_words allows, or else is split
+// into characters and merged pair by pair, lowest rank first and leftmost among equals. A final
+// symbol that is not in the vocabulary falls back to its single bytes' entries (byte alphabet) or
+// <0xXX> tokens (SentencePiece style); bytes without one are dropped, as llama.cpp drops them.
 void bpe_tokenize(const Vocab& vocab, const BpeMerges& merges, const PreTokenizerConfig& config,
                   std::string_view text, std::vector<int32_t>& out);
 

@@ -11,8 +11,23 @@
 
 namespace veloxquant {
 
+namespace {
+
+// The trainer writes byte-level vocabularies, so a SentencePiece-style pre-tokenizer, whose
+// words are UTF-8 with escaped spaces, would count words the tokenizer never sees.
+PreTokenizer byte_level_pre_tokenizer(const std::string& name) {
+  const PreTokenizerConfig config = pre_tokenizer_config(name);
+  if (config.sentencepiece_style) {
+    throw Error("BPE trainer: pre-tokenizer '" + name +
+                "' is SentencePiece-style; expected a byte-level BPE one");
+  }
+  return config.kind;
+}
+
+}  // namespace
+
 BpeWordCounts::BpeWordCounts(std::string pre_name)
-    : pre_name_(std::move(pre_name)), pre_(pre_tokenizer_config(pre_name_).kind) {}
+    : pre_name_(std::move(pre_name)), pre_(byte_level_pre_tokenizer(pre_name_)) {}
 
 void BpeWordCounts::add(std::string_view text) {
   for (std::string& word : pre_tokenize(pre_, text)) ++counts_[std::move(word)];

@@ -20,7 +20,8 @@ namespace veloxquant {
 // Word frequencies of a corpus, word by word as the pre-tokenizer splits it.
 class BpeWordCounts {
  public:
-  // pre_name: a tokenizer.ggml.pre value (see pre_tokenizer_config); FormatError if unknown.
+  // pre_name: a tokenizer.ggml.pre value (see pre_tokenizer_config); FormatError if unknown,
+  // Error if it is SentencePiece-style (gemma4), since the trainer writes byte-level BPE.
   explicit BpeWordCounts(std::string pre_name);
   // Counts the words of `text`. Text may be fed in pieces; a word cut by a piece boundary is
   // counted as two words, which for training on paragraphs changes nothing that matters.

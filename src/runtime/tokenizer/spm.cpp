@@ -11,15 +11,15 @@ namespace veloxquant {
 namespace {
 
 int32_t byte_token(const Vocab& vocab, uint8_t byte, int32_t unk) {
-  char hex[8];
-  std::snprintf(hex, sizeof hex, "<0x%02X>", byte);
-  int32_t id = vocab.find(hex);
+  int32_t id = vocab.byte_token(byte);
   // llama.cpp looks the byte up as a C string, so byte 0 has no such token.
   if (id < 0 && byte != 0) {
     id = vocab.find(std::string_view(reinterpret_cast<const char*>(&byte), 1));
   }
   if (id < 0) id = unk;
   if (id < 0) {
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "<0x%02X>", byte);
     throw Error("SentencePiece tokenizer: byte " + std::string(hex) +
                 " has no byte-fallback token and the vocabulary has no unknown token");
   }

@@ -76,6 +76,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
       prefixed.append(f.text);
       spm_tokenize(m.vocab, m.unk, replace_all(prefixed, " ", kSpmSpace), ids);
       after_special = false;
+    } else if (m.pre.sentencepiece_style) {
+      bpe_tokenize(m.vocab, *m.merges, m.pre, replace_all(f.text, " ", kSpmSpace), ids);
     } else {
       bpe_tokenize(m.vocab, *m.merges, m.pre, f.text, ids);
     }
@@ -88,8 +90,9 @@ std::string Tokenizer::token_to_piece(int32_t id) const {
   const std::string& text = token_text(id);
   switch (impl_->vocab.type(id)) {
     case TokenType::Normal:
-      return impl_->kind == TokenizerKind::SentencePiece ? replace_all(text, kSpmSpace, " ")
-                                                         : bpe_entry_to_bytes(text);
+      return impl_->kind == TokenizerKind::SentencePiece || impl_->pre.sentencepiece_style
+                 ? replace_all(text, kSpmSpace, " ")
+                 : bpe_entry_to_bytes(text);
     case TokenType::UserDefined:
       return text;
     case TokenType::Byte:  // "<0xXX>", checked when loading

@@ -58,27 +58,32 @@ void check_byte_tokens(const Vocab& vocab) {
 
 Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
   auto impl = std::make_unique<Impl>();
+  // The kind and pre-tokenizer are checked first, so that an unsupported one is reported before
+  // the vocabulary is read.
   const std::string& model = file.get<std::string>("tokenizer.ggml.model");
   if (model == "llama") {
     impl->kind = TokenizerKind::SentencePiece;
   } else if (model == "gpt2") {
     impl->kind = TokenizerKind::BytePairEncoding;
+    const char* pre_key = "tokenizer.ggml.pre";
+    const bool has_pre = file.find(pre_key) != nullptr;
+    impl->pre = pre_tokenizer_config(has_pre ? file.get<std::string>(pre_key) : "");
+  } else if (model == "gemma4") {
+    // llama.cpp gives this model its own pre-tokenizer, whatever tokenizer.ggml.pre says.
+    impl->kind = TokenizerKind::BytePairEncoding;
+    impl->pre = pre_tokenizer_config("gemma4");
   } else {
     throw FormatError(key_error("tokenizer.ggml.model",
                                 "unsupported tokenizer '" + model +
-                                    "'; supported: llama (SentencePiece), gpt2 (byte-level BPE)"));
+                                    "'; supported: llama (SentencePiece), gpt2 (byte-level BPE), "
+                                    "gemma4 (SentencePiece-style BPE)"));
   }
   const bool spm = impl->kind == TokenizerKind::SentencePiece;
 
   impl->vocab = Vocab::from_gguf(file);
   Vocab& vocab = impl->vocab;
   check_byte_tokens(vocab);
-  if (!spm) {
-    const char* pre_key = "tokenizer.ggml.pre";
-    const bool has_pre = file.find(pre_key) != nullptr;
-    impl->pre = pre_tokenizer_config(has_pre ? file.get<std::string>(pre_key) : "");
-    impl->merges = BpeMerges::from_gguf(file);
-  }
+  if (!spm) impl->merges = BpeMerges::from_gguf(file);
 
   // llama.cpp's defaults: <unk>, <s>, </s> at 0, 1, 2 for SentencePiece; none for BPE, where
   // llama.cpp's GPT-2 leftover (id 11) is not worth copying.
@@ -94,8 +99,9 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
   // Padding and separator ids are not read: nothing here uses them, and some converted models
   // store a padding id one past the vocabulary, which llama.cpp too only warns about.
 
-  impl->add_bos =
-      read_flag(file, "tokenizer.ggml.add_bos_token", spm || impl->pre.add_bos_by_default);
+  impl->add_bos = impl->pre.add_bos == AddBos::Always ||
+                  read_flag(file, "tokenizer.ggml.add_bos_token",
+                            spm || impl->pre.add_bos == AddBos::DefaultYes);
   impl->add_eos = read_flag(file, "tokenizer.ggml.add_eos_token", false);
   impl->add_space_prefix = read_flag(file, "tokenizer.ggml.add_space_prefix", spm);
 

@@ -1,5 +1,7 @@
 #include "runtime/tokenizer/vocab.h"
 
+#include <cstdio>
+
 #include "veloxquant/gguf.h"
 
 namespace veloxquant {
@@ -90,6 +92,12 @@ Vocab Vocab::from_gguf(const GgufFile& file) {
 int32_t Vocab::find(std::string_view t) const {
   const auto it = ids_.find(t);
   return it == ids_.end() ? -1 : it->second;
+}
+
+int32_t Vocab::byte_token(uint8_t byte) const {
+  char text[8];
+  std::snprintf(text, sizeof text, "<0x%02X>", byte);
+  return find(text);
 }
 
 }  // namespace veloxquant

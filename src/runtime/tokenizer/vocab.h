@@ -36,6 +36,8 @@ class Vocab {
 
   // The id whose text is exactly `t`, or -1.
   int32_t find(std::string_view t) const;
+  // The id of the byte-fallback token "<0xXX>" (upper-case hex) of `byte`, or -1.
+  int32_t byte_token(uint8_t byte) const;
 
  private:
   struct Hash {
