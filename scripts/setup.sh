@@ -37,6 +37,31 @@ if [ ! -x .venv/bin/python ] || [ "$(cat .venv/requirements.stamp 2>/dev/null)" 
   echo "$want" >.venv/requirements.stamp
 fi
 
+# llama.cpp's tokenizer suite (tests/runtime/llama_vocab_suite_test.cpp): the real vocabularies
+# and test strings in vendor/llama.cpp/models of the pinned llama-cpp-python sdist, extracted
+# into .cache/llama-vocab (git-ignored; nothing of the sdist is committed). A stamp records the
+# version (the one scripts/llamacpp_venv.sh builds) and the sdist's hash, so this runs once. pip
+# prepares the sdist's metadata with the scikit-build-core of .venv (--no-build-isolation) rather
+# than building its build tools from source.
+llama_sdist_version=0.3.36
+llama_sdist_sha256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+vocab_dir=.cache/llama-vocab
+want="$llama_sdist_version $llama_sdist_sha256"
+if [ "$(cat "$vocab_dir/sdist.stamp" 2>/dev/null)" != "$want" ]; then
+  echo "setup: llama.cpp's tokenizer suite from llama-cpp-python $llama_sdist_version" >&2
+  download=$(mktemp -d)
+  .venv/bin/python -m pip download --quiet --disable-pip-version-check --no-input --no-deps \
+    --no-binary :all: --no-build-isolation -d "$download" "llama-cpp-python==$llama_sdist_version"
+  sdist="$download/llama_cpp_python-$llama_sdist_version.tar.gz"
+  echo "$llama_sdist_sha256  $sdist" | sha256sum --check --quiet
+  rm -rf "$vocab_dir"
+  mkdir -p "$vocab_dir"
+  tar -xzf "$sdist" -C "$vocab_dir" --strip-components=4 --wildcards \
+    "llama_cpp_python-$llama_sdist_version/vendor/llama.cpp/models/ggml-vocab-*"
+  rm -rf "$download"
+  echo "$want" >"$vocab_dir/sdist.stamp"
+fi
+
 werror=OFF; [ -n "${CI:-}" ] && werror=ON
 
 # One build of the library serves the CLI, the tests and the Python package: build/ also builds

@@ -27,6 +27,9 @@ class Tokenizer {
   // scores and tokens of different lengths, an id out of range, two tokens with one text) or of
   // a kind that is not supported (naming it and listing the supported ones).
   static Tokenizer from_gguf(const GgufFile& file);
+  // The tokenizer of the GGUF file at `path`, which need hold no tensors: a vocabulary-only file
+  // such as llama.cpp's models/ggml-vocab-*.gguf is enough. Its FormatErrors name the path.
+  static Tokenizer load(const std::string& path);
   ~Tokenizer();
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;

@@ -4,7 +4,6 @@
 // merge order; round trips; and the errors for bad metadata.
 #include <gtest/gtest.h>
 
-#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +17,7 @@
 #include "expect_error.h"
 #include "runtime/tokenizer/pre_tokenizer.h"
 #include "runtime/tokenizer/unicode.h"
+#include "tokenizer_test_text.h"
 #include "veloxquant/gguf.h"
 #include "veloxquant/tokenizer.h"
 
@@ -26,6 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using Ids = std::vector<int32_t>;
+using test::shown;
 
 const fs::path kFixtures = fs::path(VELOXQUANT_TEST_DATA_DIR) / "tokenizer";
 const std::string kStories = std::string(VELOXQUANT_SHARED_DIR) + "/models/stories260K.gguf";
@@ -34,21 +35,6 @@ std::string from_hex(const std::string& hex) {
   std::string out;
   for (size_t i = 0; i + 1 < hex.size(); i += 2) {
     out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
-  }
-  return out;
-}
-
-// A string for failure messages, with every non-printable byte escaped.
-std::string shown(const std::string& s) {
-  std::string out;
-  for (const unsigned char c : s) {
-    if (c >= 0x20 && c < 0x7F) {
-      out += static_cast<char>(c);
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    }
   }
   return out;
 }
@@ -169,13 +155,7 @@ TEST_P(TokenizerLlamaCppBpe, MatchesFixture) {
 
 INSTANTIATE_TEST_SUITE_P(Tokenizer, TokenizerLlamaCppBpe,
                          testing::Values("llama-bpe", "qwen2", "gpt-2", "default"),
-                         [](const testing::TestParamInfo<std::string>& p) {
-                           std::string n = p.param;
-                           for (char& c : n) {
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           }
-                           return n;
-                         });
+                         test::param_name);
 
 // ---- round trips -------------------------------------------------------------------------------
 

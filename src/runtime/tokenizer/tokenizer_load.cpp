@@ -1,4 +1,4 @@
-// Tokenizer::from_gguf: the tokenizer.ggml.* metadata, with llama.cpp's defaults.
+// Tokenizer::from_gguf and load: the tokenizer.ggml.* metadata, with llama.cpp's defaults.
 #include <optional>
 #include <string>
 
@@ -108,6 +108,15 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
   impl->end_of_generation = find_end_of_generation_tokens(vocab, declared_end);
   impl->specials = special_tokens_by_length(vocab);
   return Tokenizer(std::move(impl));
+}
+
+Tokenizer Tokenizer::load(const std::string& path) {
+  const GgufFile file = GgufFile::open(path);
+  try {
+    return from_gguf(file);
+  } catch (const FormatError& e) {
+    throw FormatError(path + ": " + e.what());
+  }
 }
 
 }  // namespace veloxquant
