@@ -45,9 +45,10 @@ class Tokenizer {
                               bool parse_special = false) const;
   // The text of one token as it should be printed: byte-fallback tokens become their byte,
   // SentencePiece's U+2581 becomes a space, byte-level BPE's byte alphabet is mapped back;
-  // control, unknown and unused tokens print nothing. Pieces may be partial UTF-8; concatenate
-  // before displaying. Throws Error if the id is out of range.
-  std::string token_to_piece(int32_t id) const;
+  // control, unknown and unused tokens print nothing, unless `special` is set (llama.cpp's
+  // special), which prints control and unknown tokens as their text. Pieces may be partial
+  // UTF-8; concatenate before displaying. Throws Error if the id is out of range.
+  std::string token_to_piece(int32_t id, bool special = false) const;
   // The concatenated pieces. When `strip_leading_space` is set and the vocabulary adds a space
   // prefix (SentencePiece by default), the one leading space of the first non-empty piece is
   // removed, so decode(encode(s, b)) == s for text the vocabulary covers. llama.cpp's

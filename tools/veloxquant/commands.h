@@ -18,5 +18,6 @@ Command add_recall_command(CLI::App& app);
 Command add_session_command(CLI::App& app);
 Command add_eval_command(CLI::App& app);
 Command add_calibrate_command(CLI::App& app);
+Command add_tokenize_command(CLI::App& app);
 
 }  // namespace veloxquant::cli

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   add(veloxquant::cli::add_recall_command);
   add(veloxquant::cli::add_eval_command);
   add(veloxquant::cli::add_inspect_command);
+  add(veloxquant::cli::add_tokenize_command);
   add(veloxquant::cli::add_session_command);
   add(veloxquant::cli::add_calibrate_command);
   try {

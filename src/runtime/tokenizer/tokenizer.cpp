@@ -86,7 +86,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
   return ids;
 }
 
-std::string Tokenizer::token_to_piece(int32_t id) const {
+std::string Tokenizer::token_to_piece(int32_t id, bool special) const {
   const std::string& text = token_text(id);
   switch (impl_->vocab.type(id)) {
     case TokenType::Normal:
@@ -99,6 +99,7 @@ std::string Tokenizer::token_to_piece(int32_t id) const {
       return std::string(1, static_cast<char>(std::stoi(text.substr(3, 2), nullptr, 16)));
     case TokenType::Control:
     case TokenType::Unknown:
+      return special ? text : std::string();
     case TokenType::Unused:
     case TokenType::Undefined:
       break;
