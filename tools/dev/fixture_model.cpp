@@ -76,6 +76,7 @@ struct ArchLayout {
   std::string_view arch;
   bool bpe_vocab;  // byte-level BPE vocabulary (qwen); SentencePiece otherwise
   bool qkv_bias = false, qk_norm = false, post_norms = false, fused = false, tied_only = false;
+  bool endoftext = false;  // the vocabulary holds <|endoftext|>, which llama.cpp's phi3 loader looks up
   uint32_t window = 0, pattern = 0;
   float attn_softcap = 0, final_softcap = 0, rope_base_swa = 0, temperature = 0;
   uint32_t original_context = 0;
@@ -85,7 +86,7 @@ constexpr ArchLayout kLayouts[] = {
     {.arch = "llama", .bpe_vocab = false},
     {.arch = "qwen2", .bpe_vocab = true, .qkv_bias = true},
     {.arch = "qwen3", .bpe_vocab = true, .qk_norm = true},
-    {.arch = "phi3", .bpe_vocab = false, .fused = true},
+    {.arch = "phi3", .bpe_vocab = false, .fused = true, .endoftext = true},
     {.arch = "mistral3", .bpe_vocab = false, .temperature = 0.5f, .original_context = 8},
     {.arch = "gemma2", .bpe_vocab = false, .post_norms = true, .tied_only = true, .window = 8, .pattern = 2,
      .attn_softcap = 4.0f, .final_softcap = 3.0f},
@@ -115,8 +116,22 @@ Fixture make_fixture(const FixtureOptions& o) {
     throw Error(fmt::format("fixture: shape width {} heads {} kv_heads {} head_dim {} ffn {} layers {} context {}; "
                             "expected sizes >= 1, heads a multiple of kv_heads and an even head_dim",
                             S.width, S.heads, S.kv_heads, S.head_dim, S.ffn, S.layers, S.context));
-  const FixtureVocab vocab = a.bpe_vocab ? byte_bpe_vocab() : sentencepiece_vocab();
-  const auto n_vocab = static_cast<uint32_t>(vocab.tokens.size());
+  FixtureVocab vocab = a.bpe_vocab ? byte_bpe_vocab() : sentencepiece_vocab();
+  if (a.endoftext) {
+    vocab.tokens.emplace_back("<|endoftext|>");
+    vocab.scores.push_back(0.0f);
+    vocab.types.push_back(kControl);
+  }
+  // A real vocabulary (a vocab-only GGUF such as llama.cpp's ggml-vocab-*.gguf) replaces it whole.
+  std::vector<std::pair<std::string, GgufValue>> tokenizer = vocab_metadata(vocab);
+  auto n_vocab = static_cast<uint32_t>(vocab.tokens.size());
+  if (!o.vocab_file.empty()) {
+    const GgufFile f = GgufFile::open(o.vocab_file);
+    tokenizer.clear();
+    for (const auto& [key, value] : f.metadata())
+      if (key.starts_with("tokenizer.")) tokenizer.emplace_back(key, value);
+    n_vocab = static_cast<uint32_t>(f.get<GgufValue::Array>("tokenizer.ggml.tokens").items.size());
+  }
 
   Builder b(o);
   LlamaHyperparameters h;
@@ -141,7 +156,7 @@ Fixture make_fixture(const FixtureOptions& o) {
   const std::string name = fmt::format("veloxquant fixture {} {}{}", o.arch,
                                        ggml_type_name(o.type), o.tied ? " tied" : "");
   for (auto& [key, value] : llama_metadata(h, o.type, name)) b.meta(std::move(key), std::move(value));
-  for (auto& [key, value] : vocab_metadata(vocab)) b.meta(std::move(key), std::move(value));
+  for (auto& [key, value] : tokenizer) b.meta(std::move(key), std::move(value));
 
   // Embedding rows get the same 1/sqrt(width) scale, so that a tied output projection gives
   // O(1) logits too.

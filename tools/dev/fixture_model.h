@@ -27,6 +27,7 @@ struct FixtureOptions {
   bool tied = false;              // no output.weight: the output projection reuses token_embd
   uint64_t seed = 0;
   float rope_scale = 0;  // > 0: rope.scaling.type "linear" with this factor
+  std::string vocab_file = {};  // a GGUF whose tokenizer.* entries replace the fixture's vocabulary
   FixtureShape shape = {};
 };
 
