@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""The runtime against llama.cpp itself, per architecture and weight type, and the goldens CI
+compares against without building llama.cpp.
+
+For each architecture the runtime supports, a random-weight fixture with the head layout of a
+production model of its family (two layers; the width cut where the architecture reads its head
+size from attention.key_length) and that family's real vocabulary from llama.cpp's
+ggml-vocab-*.gguf files (scripts/setup.sh extracts them into .cache/llama-vocab) is written in
+f16 by veloxquant_make_fixture, then quantized by llama.cpp's llama-quantize to Q4_K_M, Q5_K_M,
+Q6_K, Q8_0, Q4_0 and IQ4_NL. On every file, with a fixed 64-token prompt:
+  - logits: llama.cpp's (bench/llamacpp/llama_logits.cpp, f16 KV cache) against ours
+    (veloxquant_dump_logits, fp16 cache): max |ours - llama.cpp| / max |llama.cpp| and the share
+    of positions whose argmax agrees;
+  - greedy: llama.cpp decodes 16 tokens; ours must pick the same ones on the same prefix;
+  - perplexity (the f16 file): llama-perplexity against `veloxquant perplexity`, 4 chunks of 128
+    tokens of WikiText-2.
+Writes bench/results/llamacpp_models.{json,md}.
+
+Then the goldens: the small fixtures CI writes itself (the fixture writer's own vocabulary; f32,
+and Q8_0 / Q4_0, which it encodes byte for byte as ggml does), with llama.cpp's top logits per
+position, into tests/data/llamacpp_goldens.json; tests/python/test_llamacpp_goldens.py checks the
+runtime against them.
+
+Needs build/ (scripts/setup.sh) and llama.cpp built by bench/llamacpp/build_llama_bench.sh (WORK
+as there, default .llamacpp). Run: .venv/bin/python bench/llamacpp/make_goldens.py
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import hashlib
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOLS = ROOT / "build" / "tools" / "dev"
+CLI = ROOT / "build" / "veloxquant"
+VOCAB = ROOT / ".cache" / "llama-vocab"
+WIKI = ROOT.parent / "shared" / "corpus" / "wikitext-2-raw" / "wiki.test.raw"
+
+# arch -> (production model whose head layout it takes, heads, kv_heads, head_dim, width, vocab
+# file). Width equals heads x head_dim where llama.cpp requires it (qwen2, phi3); phi3 keeps
+# Phi-3's head size (96) with 8 heads, its 32 x 96 would make a 3072-wide fixture.
+MODELS = {
+    "llama": ("Llama 3.2 1B", 32, 8, 64, 256, "llama-bpe"),
+    "mistral3": ("Ministral 3 3B", 32, 8, 128, 256, "llama-spm"),
+    "qwen2": ("Qwen2.5 0.5B", 14, 2, 64, 896, "qwen2"),
+    "qwen3": ("Qwen3 0.6B", 16, 8, 128, 256, "qwen2"),
+    "phi3": ("Phi-3 mini (8 of its 32 heads)", 8, 8, 96, 768, "phi-3"),
+    "gemma2": ("Gemma 2 2B", 8, 4, 256, 256, "llama-spm"),
+    "gemma3": ("Gemma 3 1B", 4, 1, 256, 256, "llama-spm"),
+}
+QUANT_TYPES = ["Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0", "Q4_0", "IQ4_NL"]
+PROMPT = [(i * 7919 + 13) % 30000 + 300 for i in range(64)]
+GREEDY = 16
+# The goldens' fixtures: the writer's small default shape, every architecture, the types it
+# writes as ggml does. Their prompt stays inside the smallest vocabulary (279 tokens).
+GOLDEN_TYPES = ["f32", "q8_0", "q4_0"]
+GOLDEN_PROMPT = [(i * 37 + 11) % 279 for i in range(24)]
+GOLDEN_TOP = 8
+
+
+def run(cmd, **kw) -> subprocess.CompletedProcess:
+    r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        sys.exit(f"{' '.join(map(str, cmd))} failed ({r.returncode}):\n{r.stderr[-2000:]}")
+    return r
+
+
+def build_llama(work: Path, build: str) -> dict[str, Path]:
+    if build == "build":
+        run(["bash", ROOT / "bench" / "llamacpp" / "build_llama_bench.sh"], env={**os.environ, "WORK": str(work)})
+    out = work / build
+    run(["cmake", "--build", out, "--target", "llama-quantize", "llama-perplexity", "-j", "2"])
+    src = next(work.glob("llama_cpp_python-*/vendor/llama.cpp"))
+    tool = out / "bin" / "llama_logits"
+    libs = [out / "src" / "libllama.a"] + [out / "ggml" / "src" / f"lib{n}.a" for n in ("ggml", "ggml-cpu", "ggml-base")]
+    run(["c++", "-O2", "-std=c++17", "-I", src / "include", "-I", src / "ggml" / "include",
+         ROOT / "bench" / "llamacpp" / "llama_logits.cpp", *libs, "-fopenmp", "-lpthread", "-ldl", "-o", tool])
+    bins = out / "bin"
+    return {"logits": tool, "quantize": bins / "llama-quantize", "perplexity": bins / "llama-perplexity"}
+
+
+def write_fixture(path: Path, arch: str, type_: str, shape: tuple | None = None, vocab: str | None = None):
+    cmd = [TOOLS / "veloxquant_make_fixture", "--arch", arch, "--type", type_, "--seed", "7"]
+    if shape:
+        for flag, v in zip(("--heads", "--kv-heads", "--head-dim", "--width", "--ffn", "--layers"), shape):
+            cmd += [flag, v]
+    if vocab:
+        cmd += ["--vocab", VOCAB / f"ggml-vocab-{vocab}.gguf"]
+    run(cmd + [path])
+
+
+def llama_logits(llama, path: Path, tokens, out: Path, greedy: int = 0) -> tuple[np.ndarray, list[int]]:
+    r = run([llama["logits"], path, ",".join(map(str, tokens)), out, greedy])
+    cont = [int(t) for t in r.stdout.strip().split(",")] if greedy else []
+    return np.load(out), cont
+
+
+def our_logits(path: Path, tokens, out: Path) -> np.ndarray:
+    run([TOOLS / "veloxquant_dump_logits", path, "--tokens", ",".join(map(str, tokens)), "--out", out])
+    return np.load(out)
+
+
+def perplexities(llama, path: Path) -> tuple[float, float]:
+    ours = json.loads(run([CLI, "perplexity", "-m", path, "-f", WIKI, "--ctx", 128, "--chunks", 4, "--json"]).stdout)
+    r = run([llama["perplexity"], "-m", path, "-f", WIKI, "-c", 128, "--chunks", 4, "-t", 2, "-b", 128])
+    theirs = float(re.search(r"Final estimate: PPL = ([0-9.]+)", r.stdout + r.stderr).group(1))
+    return ours["perplexity"], theirs
+
+
+def compare(theirs: np.ndarray, ours: np.ndarray) -> dict:
+    return {"max_rel_diff": float(np.abs(ours - theirs).max() / np.abs(theirs).max()),
+            "argmax_agree": float((ours.argmax(1) == theirs.argmax(1)).mean())}
+
+
+def model_rows(llama, tmp: Path) -> list[dict]:
+    rows = []
+    for arch, (production, heads, kv, hd, width, vocab) in MODELS.items():
+        base = tmp / f"{arch}-f16.gguf"
+        write_fixture(base, arch, "f16", (heads, kv, hd, width, 512, 2), vocab)
+        files = {"F16": base}
+        for q in QUANT_TYPES:
+            files[q] = tmp / f"{arch}-{q}.gguf"
+            run([llama["quantize"], base, files[q], q])
+        for type_, path in files.items():
+            theirs, cont = llama_logits(llama, path, PROMPT, tmp / "ll.npy", GREEDY)
+            ours = our_logits(path, PROMPT + cont, tmp / "vq.npy")
+            row = {"arch": arch, "layout_of": production, "heads": heads, "kv_heads": kv, "head_dim": hd,
+                   "width": width, "vocab": vocab, "type": type_, "file_bytes": path.stat().st_size,
+                   **compare(theirs, ours[: len(PROMPT)]),
+                   "greedy_equal": bool(list(ours[len(PROMPT) - 1 : -1].argmax(1)) == cont)}
+            if type_ == "F16":
+                row["ppl_ours"], row["ppl_llama"] = perplexities(llama, path)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            if path != base:
+                path.unlink()
+        base.unlink()
+    return rows
+
+
+def goldens(llama, tmp: Path) -> list[dict]:
+    out = []
+    for arch in MODELS:
+        for type_ in GOLDEN_TYPES:
+            path = tmp / f"golden-{arch}-{type_}.gguf"
+            write_fixture(path, arch, type_)
+            logits, _ = llama_logits(llama, path, GOLDEN_PROMPT, tmp / "ll.npy")
+            top = np.argsort(-logits, axis=1)[:, :GOLDEN_TOP]
+            out.append({"arch": arch, "type": type_, "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+                        "scale": float(np.abs(logits).max()), "top_ids": top.tolist(),
+                        "top_logits": np.take_along_axis(logits, top, 1).round(5).tolist()})
+            path.unlink()
+    return out
+
+
+def markdown(rows: list[dict], meta: dict) -> str:
+    lines = [f"# The runtime against llama.cpp on real layouts and vocabularies", "",
+             f"Command: `{meta['command']}`  ", f"Machine: {meta['machine']}  ", f"Date: {meta['date']}  ",
+             f"llama.cpp: {meta['llama']}", "",
+             "Logits of a fixed 64-token prompt (llama.cpp with its f16 KV cache, ours with the fp16 cache); "
+             f"greedy: the same {GREEDY} tokens after it; perplexity: 4 chunks of 128 tokens of WikiText-2.", "",
+             "| arch | layout of | heads / kv / head_dim, width | vocab | type | max rel. logit diff | argmax agree | greedy equal | ppl ours / llama.cpp |",
+             "| --- | --- | --- | --- | --- | ---: | ---: | --- | --- |"]
+    for r in rows:
+        ppl = f"{r['ppl_ours']:.4f} / {r['ppl_llama']:.4f}" if "ppl_ours" in r else ""
+        lines.append(f"| {r['arch']} | {r['layout_of']} | {r['heads']} / {r['kv_heads']} / {r['head_dim']}, {r['width']} "
+                     f"| {r['vocab']} | {r['type']} | {r['max_rel_diff']:.2e} | {100 * r['argmax_agree']:.0f} % "
+                     f"| {'yes' if r['greedy_equal'] else 'NO'} | {ppl} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--work", type=Path, default=Path(os.environ.get("WORK", ROOT / ".llamacpp")),
+                    help="llama.cpp's build folder (build_llama_bench.sh's WORK)")
+    ap.add_argument("--build", default="build",
+                    help="llama.cpp's build folder inside --work; other than 'build', one configured already")
+    ap.add_argument("--goldens-only", action="store_true", help="skip the per-architecture table")
+    args = ap.parse_args()
+    llama = build_llama(args.work, args.build)
+    sdist = next(args.work.glob("llama_cpp_python-*")).name
+    # The command as anyone reruns it: the llama.cpp folder is the reader's own.
+    flags = [f"--build {args.build}"] * (args.build != "build") + ["--goldens-only"] * args.goldens_only
+    meta = {"command": " ".join(["bench/llamacpp/make_goldens.py", *flags]),
+            "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} cores",
+            "date": dt.date.today().isoformat(), "llama": f"{sdist} (vendored llama.cpp)"}
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        golden = {"about": "llama.cpp's logits on the fixture writer's small models "
+                           "(bench/llamacpp/make_goldens.py)", **meta, "prompt": GOLDEN_PROMPT,
+                  "fixtures": goldens(llama, tmp)}
+        # One fixture per line: diffs of a regenerated file stay readable.
+        head = json.dumps({k: v for k, v in golden.items() if k != "fixtures"}, indent=1)[:-2]
+        body = ",\n".join("  " + json.dumps(f) for f in golden["fixtures"])
+        (ROOT / "tests" / "data" / "llamacpp_goldens.json").write_text(f'{head},\n "fixtures": [\n{body}\n ]\n}}\n')
+        if args.goldens_only:
+            return
+        rows = model_rows(llama, tmp)
+    results = ROOT / "bench" / "results"
+    (results / "llamacpp_models.json").write_text(json.dumps({**meta, "rows": rows}, indent=1) + "\n")
+    (results / "llamacpp_models.md").write_text(markdown(rows, meta))
+
+
+if __name__ == "__main__":
+    main()
