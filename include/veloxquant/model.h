@@ -153,6 +153,9 @@ class Session {
   size_t key_bytes() const;
   size_t value_bytes() const;
   size_t kv_bytes() const;
+  // On Device::Cuda, the bytes the weights take on the GPU, decoded once at load from their
+  // stored types to SessionOptions::gpu_weights; 0 on the CPU, which uses them as stored.
+  size_t device_weight_bytes() const;
   size_t kv_fp16_bytes() const;
   // Forgets every token (the caches start empty again), the attached observer's too.
   void reset();

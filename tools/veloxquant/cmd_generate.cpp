@@ -58,6 +58,13 @@ void run(const GenerateArgs& a) {
   PromptSession p = open_prompt(model, a.prompt, PromptOptions{a.kv_given ? std::optional(a.kv) : std::nullopt,
                                                                a.context, a.load_session, a.device, a.gpu_weights});
   Session& session = p.session;
+  if (session.device_weight_bytes() > 0) {
+    // Never silent: what decoding the stored types once at load costs in GPU memory.
+    fmt::print(stderr, "weights:   {:.1f} MiB as stored in the file, {:.1f} MiB as {} on cuda (decoded once at load)\n",
+               static_cast<double>(model.weight_bytes()) / (1 << 20),
+               static_cast<double>(session.device_weight_bytes()) / (1 << 20),
+               a.gpu_weights == GpuWeights::F32 ? "f32" : "f16");
+  }
   const std::string kv = session.spec().to_string();
   const std::vector<int32_t>& prompt = p.prompt;
   const size_t reused = p.reused;

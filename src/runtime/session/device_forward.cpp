@@ -58,17 +58,25 @@ class CudaForward final : public DeviceForward {
  public:
   CudaForward(const cuda::DecoderShape& shape, const cuda::DecoderWeights& weights,
               std::vector<cuda::CacheConfig> caches, size_t max_step)
-      : decoder_(shape, weights, std::move(caches), max_step) {}
+      : decoder_(shape, weights, std::move(caches), max_step), weight_bytes_(matrix_bytes(weights)) {}
   void step(const int32_t* tokens, size_t n, size_t first_logit, float* logits) override {
     decoder_.step(tokens, n, first_logit, logits);
   }
   std::vector<int32_t> sample(std::span<const SampleRequest> requests) override { return decoder_.sample(requests); }
   size_t key_bytes() const override { return decoder_.key_bytes(); }
   size_t value_bytes() const override { return decoder_.value_bytes(); }
+  size_t weight_bytes() const override { return weight_bytes_; }
   void reset() override { decoder_.reset(); }
 
  private:
+  static size_t matrix_bytes(const cuda::DecoderWeights& w) {
+    size_t n = w.token_embd.size() + w.output.size();
+    for (const cuda::DecoderLayerWeights& l : w.layers)
+      n += l.wq.size() + l.wk.size() + l.wv.size() + l.wo.size() + l.gate.size() + l.up.size() + l.down.size();
+    return n;
+  }
   cuda::DeviceDecoder decoder_;
+  size_t weight_bytes_;
 };
 
 }  // namespace

@@ -25,6 +25,8 @@ class DeviceForward {
   virtual std::vector<int32_t> sample(std::span<const SampleRequest> requests) = 0;
   virtual size_t key_bytes() const = 0;
   virtual size_t value_bytes() const = 0;
+  // Bytes of the weights on the device: every matrix decoded once at load to f16 (or f32).
+  virtual size_t weight_bytes() const = 0;
   virtual void reset() = 0;
 };
 

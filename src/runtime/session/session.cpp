@@ -394,6 +394,8 @@ size_t Session::value_bytes() const {
 
 size_t Session::kv_bytes() const { return key_bytes() + value_bytes(); }
 
+size_t Session::device_weight_bytes() const { return impl_->gpu ? impl_->gpu->weight_bytes() : 0; }
+
 size_t Session::kv_fp16_bytes() const {
   const Impl& s = *impl_;
   if (s.gpu) {
