@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <tuple>
 
 #include "expect_error.h"
 #include "model_files.h"
@@ -181,6 +182,25 @@ TEST(Model, RefusesATensorTypeItCannotMultiply) {
   }
   EXPECT_LOAD_ERROR(c, "blk.0.attn_q.weight");
   EXPECT_LOAD_ERROR(c, "iq2_xs");
+}
+
+// stories260K's blk.0.attn_q.weight (64 x 64 f32) as Q4_1 (128 blocks of 20 bytes: fp16 d and m,
+// then 16 bytes of codes), every scale valid but one field of block 5: its d a NaN, or its m an
+// infinity.
+TEST(Model, NamesABlockWhoseScaleIsNotFinite) {
+  const uint16_t half_one = 0x3c00, nan = 0x7e00, inf = 0x7c00;
+  for (const auto& [field, bad, shown] : {std::tuple{0, nan, "nan"}, {2, inf, "inf"}}) {
+    GgufContents c = stories();
+    for (auto& t : c.tensors) {
+      if (t.name != "blk.0.attn_q.weight") continue;
+      t.type = GgmlType::Q4_1;
+      t.data.assign(128 * 20, 0);
+      for (size_t b = 0; b < 128; ++b) std::memcpy(&t.data[b * 20], &half_one, 2);
+      std::memcpy(&t.data[5 * 20 + field], &bad, 2);
+    }
+    EXPECT_LOAD_ERROR(c, std::string("tensor 'blk.0.attn_q.weight' block 5 has scale ") + shown +
+                             "; expected finite block scales");
+  }
 }
 
 }  // namespace

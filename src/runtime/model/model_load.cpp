@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "runtime/gguf/block_scales.h"
 #include "runtime/model/architecture.h"
 #include "runtime/model/hyperparameters.h"
 #include "runtime/model/model_impl.h"
@@ -26,7 +27,9 @@ class TensorLoader {
     const GgufTensorInfo& t = f_.tensor(name);
     expect_dims(t, {cols, rows});
     count(t);
-    return runtime::WeightMatrix::from_gguf(f_, t);
+    runtime::WeightMatrix w = runtime::WeightMatrix::from_gguf(f_, t);
+    gguf::check_block_scales(t.name, t.type, w.data);
+    return w;
   }
 
   // A 1-D f32 vector of n values (norm weights and biases are kept in f32 by every converter,
