@@ -176,8 +176,9 @@ Model Model::from_gguf(GgufFile file) {
   const auto& arch_name = m->file.get<std::string>("general.architecture");
   const runtime::Architecture& arch = runtime::find_architecture(arch_name);
   m->config = runtime::read_hyperparameters(m->file, arch);
-  load_weights(*m, arch);
+  // The tokenizer first: an unsupported one is named before the weights are checked.
   m->tokenizer.emplace(Tokenizer::from_gguf(m->file));
+  load_weights(*m, arch);
   if (m->tokenizer->vocab_size() > m->config.vocab) {
     throw FormatError("the tokenizer has " + std::to_string(m->tokenizer->vocab_size()) +
                       " tokens but token_embd.weight only " + std::to_string(m->config.vocab) +
