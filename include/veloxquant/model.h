@@ -160,7 +160,9 @@ class Session {
   // Forgets every token (the caches start empty again), the attached observer's too.
   void reset();
   // Reports every layer's forward step to `observer` (not owned; null detaches it). Throws Error
-  // unless the session is empty, since the observer compares the caches with every token.
+  // unless the session is empty, since the observer compares the caches with every token, and
+  // for a model whose attention is not plain softmax over every token (sliding windows,
+  // soft-capping, its own query scale), which the observer's exact attention would misstate.
   void set_observer(CacheObserver* observer);
 
   // The token ids sequence `sequence` evaluated so far, oldest first: position() of them. Throws

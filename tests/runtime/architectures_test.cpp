@@ -10,6 +10,7 @@
 #include "calibrated_specs.h"
 #include "dev/fixture_model.h"
 #include "veloxquant/model.h"
+#include "veloxquant/observer.h"
 
 namespace veloxquant {
 namespace {
@@ -116,6 +117,16 @@ TEST(Architectures, DroppingOutsideTheWindowLeavesTheLogitsAlone) {
   EXPECT_LT(worst / scale, 1e-4);
   EXPECT_LE(stepped.caches()[0].stored_tokens(0), 8u);
   EXPECT_LE(whole.caches()[0].stored_tokens(0), 8u);  // dropped at the end of its one step
+}
+
+TEST(Architectures, TheObserverRefusesAttentionItDoesNotModel) {
+  const Model gemma = fixture("gemma2");
+  const ModelConfig& c = gemma.config();
+  CacheObserver observer(c.layers, c.kv_heads, c.heads, c.head_dim, c.rope);
+  Session s(gemma, {.kv_spec = "fp16"});
+  EXPECT_THROW(s.set_observer(&observer), Error);
+  Session plain(fixture("qwen3"), {.kv_spec = "fp16"});
+  EXPECT_NO_THROW(plain.set_observer(&observer));
 }
 
 }  // namespace

@@ -419,6 +419,13 @@ void Session::reset() {
 
 void Session::set_observer(CacheObserver* observer) {
   if (observer) impl_->require_cpu("set_observer");
+  const ModelConfig& c = impl_->model.config();
+  if (observer && (!c.sliding_layers.empty() || c.attention_softcap != 0.0f || c.attention_scale != 0.0f ||
+                   c.attention_temperature_scale != 0.0f)) {
+    // Its exact reference is plain softmax attention over every token with the model's one RoPE.
+    throw Error("set_observer: " + c.architecture + " attends with sliding windows, soft-capping or its own query "
+                "scale, which the observer's exact attention does not model; expected a model without them");
+  }
   if (observer && impl_->position > 0) {
     throw Error("set_observer on a session holding " + std::to_string(impl_->position) +
                 " tokens; expected an empty session (the observer compares against every token)");
