@@ -2,6 +2,7 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -15,9 +16,28 @@ size_t dtype_size(DType t);
 const char* dtype_name(DType t);
 
 // IEEE binary16 <-> binary32. f32_to_f16 rounds to nearest even, saturates to +-inf on overflow,
-// keeps NaN a NaN; f16_to_f32 is exact (every half is a float).
+// keeps NaN a NaN; f16_to_f32 is exact (every half is a float). f16_to_f32 is inline: the weight
+// kernels convert a block scale per 32 weights.
 uint16_t f32_to_f16(float x);
-float f16_to_f32(uint16_t h);
+inline float f16_to_f32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu;
+  const uint32_t mant = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal: value = mant * 2^-24, exact in f32
+      const float f = static_cast<float>(mant) * 0x1p-24f;
+      bits = sign | std::bit_cast<uint32_t>(f);
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else {
+    bits = sign | ((exp + 112u) << 23) | (mant << 13);
+  }
+  return std::bit_cast<float>(bits);
+}
 // bfloat16 <-> binary32: round to nearest even; bf16_to_f32 is exact.
 uint16_t f32_to_bf16(float x);
 float bf16_to_f32(uint16_t h);

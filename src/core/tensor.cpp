@@ -39,26 +39,6 @@ uint16_t f32_to_f16(float x) {
   return static_cast<uint16_t>(sign | (v >> 13));
 }
 
-float f16_to_f32(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu;
-  const uint32_t mant = h & 0x3ffu;
-  uint32_t bits;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else {  // subnormal: value = mant * 2^-24, exact in f32
-      const float f = static_cast<float>(mant) * 0x1p-24f;
-      bits = sign | std::bit_cast<uint32_t>(f);
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | (mant << 13);
-  } else {
-    bits = sign | ((exp + 112u) << 23) | (mant << 13);
-  }
-  return std::bit_cast<float>(bits);
-}
-
 uint16_t f32_to_bf16(float x) {
   const uint32_t bits = std::bit_cast<uint32_t>(x);
   if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);
