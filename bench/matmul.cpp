@@ -18,14 +18,14 @@ namespace {
 using namespace veloxquant;
 using runtime::WeightMatrix;
 
-constexpr GgmlType kTypes[] = {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0,
-                               GgmlType::Q4_0};
+constexpr GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
+                               GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q6_K};
 struct Shape {
   size_t rows, cols;
 };
-// stories260K's ffn (172 x 64) and output (512 x 64) matrices, a 7B-class attention matrix, and
-// sizes around the threading thresholds.
-constexpr Shape kShapes[] = {{172, 64}, {512, 64}, {1024, 256}, {2048, 512}, {4096, 4096}};
+// stories260K's ffn (172 x 64) and output (512 x 64) matrices, sizes around the threading
+// thresholds, a 1B-class ffn matrix and a 7B-class attention matrix.
+constexpr Shape kShapes[] = {{172, 64}, {512, 64}, {1024, 256}, {2048, 512}, {5632, 2048}, {4096, 4096}};
 
 std::vector<uint8_t> random_weights(GgmlType type, size_t n) {
   Rng rng(42);
@@ -34,7 +34,16 @@ std::vector<uint8_t> random_weights(GgmlType type, size_t n) {
   switch (type) {
     case GgmlType::Q8_0: return quantize_q8_0(v);
     case GgmlType::Q4_0: return quantize_q4_0(v);
-    default: break;
+    case GgmlType::F32:
+    case GgmlType::F16:
+    case GgmlType::BF16: break;
+    default: {
+      // No quantizer here: random bytes, each with bit 5 set and bit 6 clear, so that every fp16
+      // scale is a normal number in [2^-7, 2).
+      std::vector<uint8_t> out(n / ggml_block_elements(type) * ggml_block_bytes(type));
+      for (uint8_t& b : out) b = static_cast<uint8_t>((rng.next_u64() & 0x9f) | 0x20);
+      return out;
+    }
   }
   const size_t width = type == GgmlType::F32 ? 4 : 2;
   std::vector<uint8_t> out(n * width);

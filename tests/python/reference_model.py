@@ -17,6 +17,11 @@ by ggml_blocks.
               x += (silu(h Wgate^T) * (h Wup^T)) Wdown^T
   logits = (RMSNorm(x) * output_norm) Wout^T, Wout = token_embd when output.weight is absent.
 
+A product with quantized weights (Q8_0, Q4_0) first rounds its input to int8 the way llama.cpp
+and the C++ runtime do (docs/runtime.md): per token and group of 32 values, a float32 scale
+d = max |h| / 127 and codes rint(h / d); the product then uses d * codes. That rounding is part of
+what is being computed, not an error the runtime makes.
+
 RoPE rotates pairs of a head's first n_rot dimensions by pos * freq_scale * base^(-2i / n_rot):
 GGUF llama files use adjacent pairs (2i, 2i+1) (their converter permutes Wq and Wk to match), qwen2
 uses the NeoX pairs (i, i + n_rot/2). Linear RoPE scaling divides positions by its factor.
@@ -74,20 +79,46 @@ class Config:
     temperature_floor: int = 0
 
 
+# Quantized weight types -> the group of input values rounded with one scale.
+ACTIVATION_GROUP = {"q8_0": 32, "q4_0": 32}
+
+
+def round_activations(h: np.ndarray, group: int) -> np.ndarray:
+    """h [n, k] (k a multiple of group) rounded as the runtime rounds a product's input: in float32,
+    per group a scale d = max |h| / 127 and codes rint(h * (1 / d)) (0 where d is 0); returns
+    d * codes in float64."""
+    x = h.astype(np.float32).reshape(h.shape[0], -1, group)
+    d = np.abs(x).max(axis=-1, keepdims=True) / np.float32(127)
+    inv = np.float32(1) / np.where(d == 0, np.float32(1), d)
+    q = np.rint(x * np.where(d == 0, np.float32(0), inv))
+    return (q.astype(np.float64) * d.astype(np.float64)).reshape(h.shape)
+
+
+@dataclass
+class Linear:
+    """A weight matrix [out, in], and the group its input is rounded in (None for float weights)."""
+
+    w: np.ndarray
+    group: int | None = None
+
+    def __call__(self, h: np.ndarray) -> np.ndarray:
+        return (h if self.group is None else round_activations(h, self.group)) @ self.w.T
+
+
 @dataclass
 class Layer:
     attn_norm: np.ndarray
-    wq: np.ndarray  # [out, in]
-    wk: np.ndarray
-    wv: np.ndarray
-    wo: np.ndarray
+    wq: Linear
+    wk: Linear
+    wv: Linear
+    wo: Linear
     bq: np.ndarray | None
     bk: np.ndarray | None
     bv: np.ndarray | None
     ffn_norm: np.ndarray
-    w_gate: np.ndarray
-    w_up: np.ndarray
-    w_down: np.ndarray
+    w_gate: Linear
+    w_up: Linear
+    w_down: Linear
     q_norm: np.ndarray | None = None
     k_norm: np.ndarray | None = None
     post_attn_norm: np.ndarray | None = None
@@ -99,12 +130,18 @@ class Model:
     config: Config
     token_embd: np.ndarray  # [vocab, width]
     output_norm: np.ndarray
-    output: np.ndarray  # [vocab, width]
+    output: Linear  # [vocab, width]
     layers: list[Layer]
     tokens: list[str] = field(default_factory=list)
     token_types: list[int] = field(default_factory=list)
     bos: int | None = None
     eos: int | None = None
+
+    def rounds_activations(self) -> bool:
+        """Whether any product rounds its input (some weights are quantized)."""
+        linears = [self.output] + [getattr(l, n) for l in self.layers
+                                   for n in ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down")]
+        return any(w.group is not None for w in linears)
 
 
 def metadata(reader: GGUFReader) -> dict:
@@ -130,6 +167,12 @@ def load(path: str) -> Model:
     reader = GGUFReader(path)
     meta = metadata(reader)
     w = tensors(reader)
+    types = {t.name: ggml_blocks.type_name(int(t.tensor_type)) for t in reader.tensors}
+
+    def linear(name: str, rows: slice = slice(None)) -> Linear:
+        """Rows of a stored matrix (a part of a fused one), with its type's activation rounding."""
+        return Linear(w[name][rows], ACTIVATION_GROUP.get(types[name]))
+
     arch = meta["general.architecture"]
     if arch not in ROPE_LAYOUT:
         raise ValueError(f"{path}: architecture {arch!r} not modelled; expected {sorted(ROPE_LAYOUT)}")
@@ -184,28 +227,30 @@ def load(path: str) -> Model:
     for i in range(config.layers):
         p = f"blk.{i}."
         if p + "attn_qkv.weight" in w:  # fused (Phi-3): the q rows, then k, then v
-            q_width = heads * head_dim
-            wq, wk, wv = np.split(w[p + "attn_qkv.weight"], [q_width, q_width + kv_width])
+            qkv, q_width = p + "attn_qkv.weight", heads * head_dim
+            wq, wk = linear(qkv, slice(0, q_width)), linear(qkv, slice(q_width, q_width + kv_width))
+            wv = linear(qkv, slice(q_width + kv_width, None))
         else:
-            wq, wk, wv = w[p + "attn_q.weight"], w[p + "attn_k.weight"], w[p + "attn_v.weight"]
+            wq, wk, wv = linear(p + "attn_q.weight"), linear(p + "attn_k.weight"), linear(p + "attn_v.weight")
         if p + "ffn_gate.weight" in w:
-            w_gate, w_up = w[p + "ffn_gate.weight"], w[p + "ffn_up.weight"]
+            w_gate, w_up = linear(p + "ffn_gate.weight"), linear(p + "ffn_up.weight")
         else:  # fused (Phi-3): gate rows first
-            w_gate, w_up = np.split(w[p + "ffn_up.weight"], 2)
+            up, ffn = p + "ffn_up.weight", config.ffn
+            w_gate, w_up = linear(up, slice(0, ffn)), linear(up, slice(ffn, None))
         layers.append(
             Layer(
                 attn_norm=w[p + "attn_norm.weight"],
                 wq=wq,
                 wk=wk,
                 wv=wv,
-                wo=w[p + "attn_output.weight"],
+                wo=linear(p + "attn_output.weight"),
                 bq=w.get(p + "attn_q.bias"),
                 bk=w.get(p + "attn_k.bias"),
                 bv=w.get(p + "attn_v.bias"),
                 ffn_norm=w[p + "ffn_norm.weight"],
                 w_gate=w_gate,
                 w_up=w_up,
-                w_down=w[p + "ffn_down.weight"],
+                w_down=linear(p + "ffn_down.weight"),
                 q_norm=w.get(p + "attn_q_norm.weight"),
                 k_norm=w.get(p + "attn_k_norm.weight"),
                 post_attn_norm=w.get(p + "post_attention_norm.weight"),
@@ -217,7 +262,7 @@ def load(path: str) -> Model:
         config=config,
         token_embd=w["token_embd.weight"],
         output_norm=w["output_norm.weight"],
-        output=w["token_embd.weight"] if arch == "gemma2" else w.get("output.weight", w["token_embd.weight"]),
+        output=linear("output.weight" if "output.weight" in w and arch != "gemma2" else "token_embd.weight"),
         layers=layers,
         tokens=meta.get("tokenizer.ggml.tokens", []),
         token_types=meta.get("tokenizer.ggml.token_type", []),
@@ -269,7 +314,7 @@ def forward(model: Model, tokens, kv_dtype=None, observe=None) -> np.ndarray:
     for index, layer in enumerate(model.layers):
         sliding = bool(c.sliding) and c.sliding[index]
         h = rms_norm(x, layer.attn_norm, c.eps)
-        q, k, v = h @ layer.wq.T, h @ layer.wk.T, h @ layer.wv.T
+        q, k, v = layer.wq(h), layer.wk(h), layer.wv(h)
         if layer.bq is not None:
             q, k, v = q + layer.bq, k + layer.bk, v + layer.bv
         q = q.reshape(n, c.heads, c.head_dim)
@@ -300,17 +345,17 @@ def forward(model: Model, tokens, kv_dtype=None, observe=None) -> np.ndarray:
         if observe is not None:
             observe(index, k_pre, k_post, p)
         attn = np.einsum("hqk,khd->qhd", p, v).reshape(n, c.heads * c.head_dim)
-        out = attn @ layer.wo.T
+        out = layer.wo(attn)
         x = x + (rms_norm(out, layer.post_attn_norm, c.eps) if c.post_norms else out)
         h = rms_norm(x, layer.ffn_norm, c.eps)
-        gate = h @ layer.w_gate.T
+        gate = layer.w_gate(h)
         if c.gelu:
             act = 0.5 * gate * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (gate + 0.044715 * gate**3)))
         else:
             act = gate / (1.0 + np.exp(-gate))
-        out = (act * (h @ layer.w_up.T)) @ layer.w_down.T
+        out = layer.w_down(act * layer.w_up(h))
         x = x + (rms_norm(out, layer.post_ffn_norm, c.eps) if c.post_norms else out)
-    logits = rms_norm(x, model.output_norm, c.eps) @ model.output.T
+    logits = model.output(rms_norm(x, model.output_norm, c.eps))
     if c.final_softcap:
         logits = c.final_softcap * np.tanh(logits / c.final_softcap)
     return logits

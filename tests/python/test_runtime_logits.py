@@ -13,7 +13,18 @@ values that the runtime's float32 and the reference's float64 round to neighbour
 Measured on the 40 fixtures and stories260K (runtime of 2026-11-30, 24 tokens): against the fp16
 reference 2e-7 .. 2.3e-4 (median about 1e-5), against the exact one 2.4e-4 .. 7.2e-4, prefill
 against decode within the same. The bounds leave about 2-3x headroom; a real defect (wrong RoPE
-pairing, a dropped bias or norm weight, quantized activations) costs 1e-2 or more."""
+pairing, a dropped bias or norm weight, activations rounded where they should not be) costs 1e-2
+or more.
+
+Quantized weights (Q8_0, Q4_0) are multiplied by their inputs rounded to int8 per 32 values, in
+the runtime as in llama.cpp, and the reference rounds them the same way. Both round a value alike
+unless it lies within float32 noise of a rounding boundary, and then one step of one value moves
+these width-64 models' logits by up to about 3e-2: measured on the 17 quantized fixtures, 13 agree
+with the reference within 2.5e-7 and 4 differ by 7.7e-3 .. 2.7e-2 (the rounding itself moves them
+by 1e-2 .. 4e-2); prefill and decode, which reach the rounded values through different float32
+sums, differ the same way in 3 of them, and the exact reference (float64 keys and values) rounds
+differently often enough to differ by 1e-2 .. 2.7e-2 in all. They are held to BOUND_ROUNDED, which still catches a wrong or transposed
+matrix; the quantized products are checked to float32 rounding in tests/runtime/weights_test.cpp."""
 
 import subprocess
 
@@ -26,6 +37,7 @@ from fixture_models import VARIANTS
 N_TOKENS = 24
 BOUND_FP16_KV = 5e-4  # runtime vs the reference with fp16 keys and values; prefill vs decode
 BOUND_EXACT = 2e-3  # runtime vs the exact reference: what the fp16 cache costs
+BOUND_ROUNDED = 6e-2  # every comparison of a model with quantized weights (see above)
 
 
 def runtime_logits(tool, model_path, tokens, decode: bool, tmp_path) -> np.ndarray:
@@ -54,10 +66,11 @@ def check(tool, model_path, tokens, tmp_path):
         errors[mode + "/exact"] = relative_error(got[mode], ref_exact)
     errors["prefill/decode"] = relative_error(got["prefill"], got["decode"].astype(np.float64))
     print(f"{model_path.name}: " + ", ".join(f"{k} {v:.2e}" for k, v in errors.items()))
+    rounded = model.rounds_activations()
     for mode in ("prefill", "decode"):
-        assert errors[mode] < BOUND_FP16_KV, f"{mode}: {errors}"
-        assert errors[mode + "/exact"] < BOUND_EXACT, f"{mode}: {errors}"
-    assert errors["prefill/decode"] < BOUND_FP16_KV, errors
+        assert errors[mode] < (BOUND_ROUNDED if rounded else BOUND_FP16_KV), f"{mode}: {errors}"
+        assert errors[mode + "/exact"] < (BOUND_ROUNDED if rounded else BOUND_EXACT), f"{mode}: {errors}"
+    assert errors["prefill/decode"] < (BOUND_ROUNDED if rounded else BOUND_FP16_KV), errors
     return ref_exact
 
 

@@ -41,10 +41,12 @@ struct LogitBound {
 class OwnModelLogits : public ::testing::TestWithParam<LogitBound> {};
 
 // vq-hd64 is stored F16, exactly the weights PyTorch used: only f32 summation order differs.
-// vq-hd128 is stored Q8_0, whose rounding moves logits by about 1 % of their spread.
+// vq-hd128 is stored Q8_0, and products with Q8_0 weights round their inputs to int8 (as
+// llama.cpp does): together 1.3e-2 and the top token changed at 2 of the 32 positions (the weights'
+// rounding alone, with f32 inputs, was 8.9e-3 and 1 position).
 INSTANTIATE_TEST_SUITE_P(Models, OwnModelLogits,
                          ::testing::Values(LogitBound{"vq-hd64", 1e-3, 32},
-                                           LogitBound{"vq-hd128", 2e-2, 31}),
+                                           LogitBound{"vq-hd128", 2e-2, 30}),
                          [](const auto& instance) {
                            std::string n = instance.param.model;
                            std::erase(n, '-');
@@ -70,6 +72,8 @@ TEST_P(OwnModelLogits, MatchPyTorch) {
     }
     agree += std::max_element(r, r + vocab) - r == std::max_element(g, g + vocab) - g;
   }
+  std::printf("%s: relative error %.2e, argmax agreement %zu of %zu\n", b.model.c_str(),
+              std::sqrt(diff / norm), agree, ref.shape[0]);
   EXPECT_LE(std::sqrt(diff / norm), b.max_relative_error);
   EXPECT_GE(agree, b.min_argmax_agreement);
 }
@@ -157,7 +161,10 @@ TEST(OwnModels, EveryMethodRunsAndStaysCloseToTheFp16Cache) {
       ASSERT_TRUE(std::isfinite(nll));
       // vecinfer's default keeps 1 bit per key element and no per-token scale: +20 % here,
       // +166 % perplexity on WikiText-2 (docs/methods/vecinfer.md, where dims=4, 2 bits, is +23 %).
-      EXPECT_LT(nll, fp16 * (m.name == "vecinfer" ? 1.25 : 1.12)) << "fp16 " << fp16;
+      // qjl's default (a 1-bit sketch of each key) is +12.3 % on vq-hd128, whose Q8_0 products
+      // round their inputs to int8 (+11.2 % when they took f32 inputs).
+      const double bound = m.name == "vecinfer" ? 1.25 : m.name == "qjl" ? 1.15 : 1.12;
+      EXPECT_LT(nll, fp16 * bound) << "fp16 " << fp16;
       std::printf("%s %-16s mean NLL %.4f (fp16 %.4f, %+.2f %%)\n", name.c_str(), m.name.c_str(),
                   nll, fp16, 100 * (nll / fp16 - 1));
     }

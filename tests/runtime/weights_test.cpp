@@ -1,6 +1,7 @@
 // Weight kernels: matvec, matmul and dequantize_row on every stored type against a scalar
 // reference (veloxquant::dequantize, then double-precision dot products), across shapes that hit
-// every tail and the threaded paths; and WeightMatrix::from_gguf's checks.
+// every tail and the threaded paths; the int8 activations of the quantized types and the integer
+// kernels against the same sums in double; and WeightMatrix::from_gguf's checks.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -11,6 +12,8 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "runtime/gguf/block_codes.h"
+#include "runtime/weights/activations.h"
 #include "runtime/weights/weight_matrix.h"
 #include "veloxquant/gguf.h"
 #include "veloxquant/tensor.h"
@@ -23,15 +26,18 @@ constexpr GgmlType kTypes[] = {
     GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K,
     GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
 
-// Every result is an f32 sum of f32 products of exactly representable weights (fp16 / bf16
-// values and d * code are exact in f32), so its error against the exact dot product is below
-// the classic bound for any summation order, gamma_n = n u / (1 - n u) with u = 2^-24, times
-// sum |w_j x_j|. We assert a quarter of it plus a few roundings (the block scales), which holds
-// for the blocked orders used here by a wide margin and still flags any wrong or missing term.
+constexpr double kU = 0x1p-24;  // f32 unit roundoff
+
+// For the plain float types every result is an f32 sum of f32 products of exactly representable
+// weights, so its error against the exact dot product is below the classic bound for any
+// summation order, gamma_n = n u / (1 - n u), times sum |w_j x_j|. We assert a quarter of it plus
+// a few roundings, which holds for the blocked orders used here by a wide margin and still flags
+// any wrong or missing term.
 double error_bound(size_t cols, double abs_sum) {
-  const double u = std::ldexp(1.0, -24);
-  return (0.25 * static_cast<double>(cols) + 4.0) * u * abs_sum;
+  return (0.25 * static_cast<double>(cols) + 4.0) * kU * abs_sum;
 }
+
+bool quantized(GgmlType type) { return ggml_block_elements(type) > 1; }
 
 std::vector<float> random_values(size_t n, uint64_t seed) {
   Rng rng(seed);
@@ -130,19 +136,84 @@ Reference reference_dot(const float* w, const float* x, size_t cols) {
   return r;
 }
 
+// What the integer kernels compute for one row and token, in double, from the same activation
+// codes: per group g, d_g * (scale_g * sum (code - c) q + offset_g * sum q) (block_codes.h,
+// activations.h). `abs_sum` bounds every partial sum the kernels form: the products of the codes
+// taken one by one, and each group's offset term.
+Reference integer_reference(GgmlType type, const uint8_t* row, size_t cols,
+                            const QuantizedActivations& a, size_t t) {
+  Reference r{0, 0};
+  const int8_t* q = a.codes_of(t);
+  const float* d = a.scale_of(t);
+  gguf::with_block_codes(type, [&](auto codes) {
+    using C = decltype(codes);
+    constexpr size_t kGroups = C::kElements / C::kGroup;
+    uint8_t code[C::kElements];
+    float scale[kGroups], offset[kGroups] = {};
+    for (size_t b = 0; b < cols / C::kElements; ++b) {
+      C::unpack(row + b * C::kBytes, code, scale, offset);
+      for (size_t g = 0; g < kGroups; ++g) {
+        const size_t at = b * C::kElements + g * C::kGroup;
+        double dot = 0, abs_dot = 0, sum = 0;
+        for (size_t k = 0; k < C::kGroup; ++k) {
+          const double p = static_cast<double>(static_cast<int>(code[g * C::kGroup + k]) - C::kCodeOffset) * q[at + k];
+          dot += p;
+          abs_dot += std::fabs(p);
+          sum += q[at + k];
+        }
+        const double dg = d[at / C::kGroup];
+        r.value += dg * (scale[g] * dot + offset[g] * sum);
+        r.abs_sum += dg * (std::fabs(scale[g]) * abs_dot + std::fabs(offset[g] * sum));
+      }
+    }
+  });
+  return r;
+}
+
 // Asserts y[t * rows + i] matches row i . x_t for every token t; returns the worst error as a
-// fraction of its bound.
+// fraction of its bound. Plain types: against the dequantized weights within error_bound.
+// Quantized types, twice:
+// - against integer_reference, within (2 cols / group + 10) u abs_sum: each term is rounded at
+//   most twice before it joins an f32 sum of at most 2 cols / group terms per lane (a scale and
+//   an offset term per group), and the lanes are added in a tree of depth at most 5;
+// - against the dequantized weights and the unrounded x, adding what rounding x costs: each
+//   |x - d q| is at most d / 2, plus 300 u d for the rounding of x / d, times |w| (a derived
+//   bound, about 0.4 % of sum |w| max|x| for normal x, far below a wrong or missing term).
 double expect_close(const Matrix& m, const float* x, size_t n, const std::vector<float>& y,
                     const std::string& what) {
+  const size_t cols = m.w.cols;
+  const bool q8 = quantized(m.w.type);
+  QuantizedActivations a;
   double worst = 0;
+  auto check = [&](double got, double want, double bound, const std::string& where) {
+    const double err = std::fabs(got - want);
+    EXPECT_LE(err, bound) << what << where << ": " << got << " vs " << want;
+    if (bound > 0) worst = std::max(worst, err / bound);
+  };
+  size_t group = 0;
+  int offset = 0;
+  gguf::with_block_codes(m.w.type, [&](auto c) {
+    group = decltype(c)::kGroup;
+    offset = decltype(c)::kCodeOffset;
+  });
+  if (q8) quantize_activations(x, n, cols, group, offset, true, a);
   for (size_t t = 0; t < n; ++t) {
     for (size_t i = 0; i < m.w.rows; ++i) {
-      const Reference ref = reference_dot(&m.values[i * m.w.cols], x + t * m.w.cols, m.w.cols);
-      const double bound = error_bound(m.w.cols, ref.abs_sum);
-      const double err = std::fabs(y[t * m.w.rows + i] - ref.value);
-      EXPECT_LE(err, bound) << what << " token " << t << " row " << i << ": " << y[t * m.w.rows + i]
-                            << " vs " << ref.value;
-      if (bound > 0) worst = std::max(worst, err / bound);
+      const std::string where = " token " + std::to_string(t) + " row " + std::to_string(i);
+      const float* w = &m.values[i * cols];
+      const Reference exact = reference_dot(w, x + t * cols, cols);
+      const double got = y[t * m.w.rows + i];
+      if (!q8) {
+        check(got, exact.value, error_bound(cols, exact.abs_sum), where);
+        continue;
+      }
+      const Reference ints = integer_reference(m.w.type, m.bytes.data() + i * m.w.row_bytes(), cols, a, t);
+      const double kernel_bound = (2.0 * static_cast<double>(cols / group) + 10) * kU * ints.abs_sum;
+      check(got, ints.value, kernel_bound, where + " (integer reference)");
+      double rounding = 0;
+      for (size_t k = 0; k < cols; ++k) rounding += std::fabs(w[k]) * a.scale_of(t)[k / group];
+      check(got, exact.value, kernel_bound + (0.5 + 300 * kU) * rounding + 2 * kU * exact.abs_sum,
+            where + " (exact)");
     }
   }
   return worst;
@@ -159,8 +230,9 @@ constexpr Shape kShapes[] = {{1, 32},  {3, 96},  {4, 64},    {5, 160},
                              {172, 64}, {64, 192}, {257, 128}, {300, 1024}};
 // The plain types also take any cols: partial vectors at the end of a row.
 constexpr Shape kPlainShapes[] = {{1, 1}, {7, 5}, {9, 40}, {64, 172}, {3, 1000}};
-// Super-blocks of 256: one, two and three per row, 257 rows, and the threaded 300 x 1024.
-constexpr Shape kSuperBlockShapes[] = {{1, 256}, {3, 512}, {5, 768}, {257, 256}, {300, 1024}};
+// Super-blocks of 256: one, two and three per row, 17 and 257 rows (a partial group of 4 and a
+// partial panel of 16 rows), and the threaded 300 x 1024.
+constexpr Shape kSuperBlockShapes[] = {{1, 256}, {3, 512}, {5, 768}, {17, 512}, {257, 256}, {300, 1024}};
 
 std::vector<Shape> shapes_for(GgmlType type) {
   if (ggml_block_elements(type) == 256)
@@ -203,8 +275,9 @@ TEST(WeightMatmul, MatchesScalarReferenceForEveryTypeShapeAndTokenCount) {
     double worst = 0;
     for (Shape s : shapes_for(type)) {
       const Matrix m(type, s.rows, s.cols, s.rows * 1000 + s.cols);
-      // 1 to 5 tokens cover every token group of the row kernels; 17, 40 and 64 reach sgemm.
-      for (size_t n : {1, 2, 3, 5, 17, 40, 64}) {
+      // 1 to 9 tokens cover every token group of the row kernels and the first tiles of 8 tokens
+      // of the quantized types' panels (from 8 tokens on); 17, 40 and 64 reach sgemm.
+      for (size_t n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 17, 40, 64}) {
         const std::vector<float> x = random_values(n * s.cols, 11 + n);
         std::vector<float> y(n * s.rows);
         matmul(m.w, x.data(), n, y.data());
@@ -216,7 +289,7 @@ TEST(WeightMatmul, MatchesScalarReferenceForEveryTypeShapeAndTokenCount) {
 }
 
 TEST(WeightMatmul, FewTokensAreExactlyMatvecPerToken) {
-  // Up to 15 tokens every type stays on the row kernels, whose sums do not depend on how many
+  // Up to 7 tokens every type stays on the row kernels, whose sums do not depend on how many
   // tokens share a pass: each output row is bit for bit the matvec of its token.
   for (GgmlType type : kTypes) {
     for (Shape s : shapes_for(type)) {
@@ -227,6 +300,63 @@ TEST(WeightMatmul, FewTokensAreExactlyMatvecPerToken) {
         for (size_t t = 0; t < n; ++t) matvec(m.w, &x[t * s.cols], &a[t * s.rows]);
         matmul(m.w, x.data(), n, b.data());
         EXPECT_EQ(a, b) << label(type, s) << " n=" << n;
+      }
+    }
+  }
+}
+
+TEST(WeightMatmul, PanelResultsDoNotDependOnTheTokenCount) {
+  // From 8 tokens on the quantized types run tiles of 8 tokens over transposed panels; a token's
+  // sums take the same steps in whichever tile it falls, so 9 tokens give the first 9 rows of 20.
+  for (GgmlType type : kTypes) {
+    if (!quantized(type)) continue;
+    const Shape s = shapes_for(type).back();
+    const Matrix m(type, s.rows, s.cols, 8);
+    const std::vector<float> x = random_values(20 * s.cols, 4);
+    std::vector<float> nine(9 * s.rows), twenty(20 * s.rows);
+    matmul(m.w, x.data(), 9, nine.data());
+    matmul(m.w, x.data(), 20, twenty.data());
+    twenty.resize(nine.size());
+    EXPECT_EQ(nine, twenty) << label(type, s);
+  }
+}
+
+TEST(WeightActivations, RoundEveryValueToItsGroupScale) {
+  // 3 tokens (padded to 8) of 96 values (padded to 256), one group all zeros, magnitudes that
+  // differ by 10^4 from group to group.
+  constexpr size_t kTokens = 3, kCols = 96;
+  std::vector<float> x = random_values(kTokens * kCols, 21);
+  for (size_t k = 0; k < x.size(); ++k) x[k] *= std::pow(10.0f, static_cast<float>(k / 16 % 5) - 2);
+  std::fill(x.begin() + 32, x.begin() + 64, 0.0f);
+  for (size_t group : {16, 32}) {
+    for (int c : {0, 8, 128}) {
+      QuantizedActivations a;
+      quantize_activations(x.data(), kTokens, kCols, group, c, true, a);
+      ASSERT_EQ(a.tokens, 8u);
+      ASSERT_EQ(a.stride, 256u);
+      for (size_t t = 0; t < a.tokens; ++t) {
+        for (size_t g = 0; g < a.groups(); ++g) {
+          const int8_t* q = a.codes_of(t) + g * group;
+          const float d = a.scale_of(t)[g];
+          int sum = 0;
+          float amax = 0;
+          for (size_t k = 0; k < group; ++k) {
+            const bool real = t < kTokens && g * group + k < kCols;
+            const float v = real ? x[t * kCols + g * group + k] : 0.0f;
+            amax = std::max(amax, std::fabs(v));
+            ASSERT_LE(std::abs(q[k]), 127);
+            // Round to nearest: within half a step, plus the rounding of v / d.
+            EXPECT_LE(std::fabs(v - d * q[k]), d * (0.5 + 300 * kU)) << "t " << t << " g " << g;
+            sum += q[k];
+          }
+          EXPECT_EQ(d, amax / 127.0f) << "t " << t << " g " << g;
+          EXPECT_EQ(a.scaled_sum_of(t)[g], d * static_cast<float>(sum));
+          EXPECT_EQ(a.group_start_of(t)[g], -c * sum);
+        }
+        for (size_t j = 0; j < a.stride / 4; ++j) {
+          const int8_t* q = a.codes_of(t) + 4 * j;
+          EXPECT_EQ(a.quad_start_of(t)[j], -c * (q[0] + q[1] + q[2] + q[3]));
+        }
       }
     }
   }

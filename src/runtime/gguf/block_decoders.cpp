@@ -25,19 +25,6 @@ void decode_block(const uint8_t* block, float* out) {
 
 }  // namespace
 
-void decode_q8_0(const uint8_t* b, float* out) { decode_block<Q8_0Codes>(b, out); }
-void decode_q4_0(const uint8_t* b, float* out) { decode_block<Q4_0Codes>(b, out); }
-void decode_q4_1(const uint8_t* b, float* out) { decode_block<Q4_1Codes>(b, out); }
-void decode_q5_0(const uint8_t* b, float* out) { decode_block<Q5_0Codes>(b, out); }
-void decode_q5_1(const uint8_t* b, float* out) { decode_block<Q5_1Codes>(b, out); }
-void decode_q2_k(const uint8_t* b, float* out) { decode_block<Q2_KCodes>(b, out); }
-void decode_q3_k(const uint8_t* b, float* out) { decode_block<Q3_KCodes>(b, out); }
-void decode_q4_k(const uint8_t* b, float* out) { decode_block<Q4_KCodes>(b, out); }
-void decode_q5_k(const uint8_t* b, float* out) { decode_block<Q5_KCodes>(b, out); }
-void decode_q6_k(const uint8_t* b, float* out) { decode_block<Q6_KCodes>(b, out); }
-void decode_iq4_nl(const uint8_t* b, float* out) { decode_block<IQ4_NLCodes>(b, out); }
-void decode_iq4_xs(const uint8_t* b, float* out) { decode_block<IQ4_XSCodes>(b, out); }
-
 BlockDecoder block_decoder(GgmlType type) {
   BlockDecoder decoder = nullptr;
   with_block_codes(type, [&](auto codes) { decoder = decode_block<decltype(codes)>; });

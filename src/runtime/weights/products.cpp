@@ -1,4 +1,6 @@
-// matvec and matmul: the SIMD row kernels split over threads, and sgemm for long prompts.
+// matvec and matmul: the SIMD row kernels split over threads. Plain float weights take f32
+// activations (sgemm for long prompts); quantized ones take activations rounded to int8 per group
+// (activations.h) and the integer kernels (int8_kernels.h).
 #include <cblas.h>
 #include <fmt/format.h>
 
@@ -8,6 +10,8 @@
 
 #include "core/blas.h"
 #include "core/parallel.h"
+#include "runtime/weights/activations.h"
+#include "runtime/weights/int8_kernels.h"
 #include "runtime/weights/row_kernels.h"
 #include "runtime/weights/threading.h"
 #include "runtime/weights/weight_matrix.h"
@@ -15,39 +19,59 @@
 namespace veloxquant::runtime {
 namespace {
 
-// From this many tokens on, matmul decodes W to f32 tiles for sgemm; below it the row kernels,
-// which decode each weight once per 4 tokens in registers, are faster. Measured crossovers
-// (bench/matmul.cpp, one core, 512 x 64 and 4096 x 4096): F32 12-16 tokens (sgemm's only cost
-// is packing), F16 / BF16 48-64 (cheap to decode), Q8_0 / Q4_0 20-40.
-size_t sgemm_min_tokens(GgmlType type) {
-  switch (type) {
-    case GgmlType::F32: return 16;
-    case GgmlType::F16:
-    case GgmlType::BF16: return 48;
-    default: return 32;
-  }
-}
+// From this many tokens on, matmul decodes plain float W to f32 tiles for sgemm; below it the row
+// kernels, which convert each weight once per 4 tokens in registers, are faster. Measured
+// crossovers (bench/matmul.cpp, one core, 512 x 64 and 4096 x 4096): F32 12-16 tokens (sgemm's
+// only cost is packing), F16 / BF16 48-64 (cheap to convert).
+size_t sgemm_min_tokens(GgmlType type) { return type == GgmlType::F32 ? 16 : 48; }
+// From this many tokens on, quantized W goes to the integer kernels' transposed panels.
+constexpr size_t kGemmMinTokens = 8;
 // f32 weights per sgemm call: a tile of W rows (decoded to scratch unless F32).
 constexpr size_t kTileBytes = size_t{4} << 20;
 // A product worth threads is cut into at least this many tiles, so that both cores get work
 // whatever the thread count (tiles depend only on the shape: results do not depend on threads).
 constexpr size_t kMinTiles = 4;
 
-// Y[t * rows + i] = row_i . x_t for n tokens, rows split across threads when the work pays.
-void dot_tokens(const WeightMatrix& w, const float* x, size_t n, float* y) {
-  const size_t rb = w.row_bytes();
-  const int threads = threads_for(n * w.rows * w.cols, kParallelMacs);
+// Calls fn(r0, m) for consecutive chunks of rows covering [0, rows), in multiples of `align`
+// rows, across threads when `work` multiply-adds pay for them. A few chunks per thread, so that a
+// core slowed by other work takes fewer of them.
+template <class Fn>
+void split_rows(size_t rows, size_t align, size_t work, Fn&& fn) {
+  const int threads = threads_for(work, kParallelMacs);
   if (threads <= 1) {
-    kernels::dot_rows(w.type, w.data.data(), rb, w.rows, w.cols, x, w.cols, n, y, w.rows);
+    fn(size_t{0}, rows);
     return;
   }
-  // Whole groups of 4 rows, a few chunks per thread so that a core slowed by other work takes
-  // fewer of them.
   const size_t chunks = static_cast<size_t>(threads) * 4;
-  const size_t chunk_rows = ((w.rows + chunks - 1) / chunks + 3) / 4 * 4;
-  parallel_for((w.rows + chunk_rows - 1) / chunk_rows, [&](size_t i) {
-    const size_t r0 = i * chunk_rows, m = std::min(chunk_rows, w.rows - r0);
+  const size_t chunk_rows = ((rows + chunks - 1) / chunks + align - 1) / align * align;
+  parallel_for((rows + chunk_rows - 1) / chunk_rows, [&](size_t i) {
+    const size_t r0 = i * chunk_rows;
+    fn(r0, std::min(chunk_rows, rows - r0));
+  });
+}
+
+// Y[t * rows + i] = row_i . x_t for n tokens of plain float weights (f32 row kernels).
+void dot_tokens(const WeightMatrix& w, const float* x, size_t n, float* y) {
+  const size_t rb = w.row_bytes();
+  split_rows(w.rows, 4, n * w.rows * w.cols, [&](size_t r0, size_t m) {
     kernels::dot_rows(w.type, w.data.data() + r0 * rb, rb, m, w.cols, x, w.cols, n, y + r0, w.rows);
+  });
+}
+
+// The same for quantized weights: x rounded to int8 once, then the integer kernels.
+void quant_tokens(const WeightMatrix& w, const kernels::QuantKernels& k, const float* x, size_t n,
+                  float* y) {
+  // Grows once per thread to the largest product seen, then is reused by every call. The threads
+  // below read the caller's copy through this reference (a thread_local named in the lambda
+  // would be each thread's own).
+  thread_local QuantizedActivations storage;
+  QuantizedActivations& a = storage;
+  const bool gemm = n >= kGemmMinTokens;
+  quantize_activations(x, n, w.cols, k.group, k.code_offset, !gemm, a);
+  const kernels::QuantRowsKernel kernel = gemm ? k.gemm_rows : k.dot_rows;
+  const size_t rb = w.row_bytes();
+  split_rows(w.rows, gemm ? k.panel_rows : 4, n * w.rows * w.cols, [&](size_t r0, size_t m) {
+    kernel(w.data.data() + r0 * rb, rb, m, w.cols, a, n, y + r0, w.rows);
   });
 }
 
@@ -97,10 +121,12 @@ void sgemm_tiles(const WeightMatrix& w, const float* x, size_t n, float* y) {
 
 }  // namespace
 
-void matvec(const WeightMatrix& w, const float* x, float* y) { dot_tokens(w, x, 1, y); }
+void matvec(const WeightMatrix& w, const float* x, float* y) { matmul(w, x, 1, y); }
 
 void matmul(const WeightMatrix& w, const float* x, size_t n, float* y) {
-  if (n < sgemm_min_tokens(w.type)) {
+  if (const kernels::QuantKernels* k = kernels::quant_kernels(w.type)) {
+    quant_tokens(w, *k, x, n, y);
+  } else if (n < sgemm_min_tokens(w.type)) {
     dot_tokens(w, x, n, y);
   } else {
     sgemm_tiles(w, x, n, y);

@@ -2,10 +2,14 @@
 // the k-quants and the IQ4 types), and the
 // matrix-vector / matrix-matrix products the forward pass runs on them.
 //
-// Activations stay f32 throughout: weights are decoded to f32 in registers (matvec) or in an f32
-// scratch tile (matmul) and every product and sum is f32, so results match an f32 product with
-// the dequantized weights up to f32 rounding. (llama.cpp instead rounds the activations to Q8 for
-// its integer dot products; we keep the accuracy, the decode bandwidth is the same.)
+// Plain float weights (F32, F16, BF16) take f32 activations: converted in registers (matvec) or
+// to an f32 tile for sgemm (matmul), every product and sum f32. Quantized weights take their
+// activations rounded to int8 per group of 16 or 32 values (the weight type's scale group), as
+// llama.cpp rounds them to its Q8 blocks: the stored blocks' codes are multiplied by those int8
+// codes in exact integer sums and the scales applied once per group (activations.h,
+// int8_kernels.h). Results match a product of the dequantized weights with the rounded
+// activations up to f32 rounding; the rounding itself moves each value by at most half a step
+// (max |x| / 254 of its group).
 #pragma once
 
 #include <cstddef>

@@ -1,0 +1,48 @@
+// Activations rounded to int8 for the integer weight products, as llama.cpp rounds them to its Q8
+// blocks before a product with quantized weights: per group of `group` consecutive values of a
+// token (the weight type's scale group, 16 or 32 elements) a scale d = max |x| / 127 and codes
+// round(x / d) (to nearest, ties to even). The products then compute, per group g of a row,
+//     sum_k w_k x_k  ~=  d_g * (scale_g * sum_k (code_k - c) q_k + offset_g * sum_k q_k)
+// with the integer sums exact (block_codes.h has the weights' side): rounding the activations is
+// the only approximation beyond f32 rounding, at most d_g / 2 per element.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace veloxquant::runtime {
+
+// Tokens are padded with zero tokens to a multiple of kActivationTokenPad, and each token's codes
+// with zeros to a multiple of kActivationUnit, so that kernels may run whole tiles past the end.
+inline constexpr size_t kActivationTokenPad = 8;
+inline constexpr size_t kActivationUnit = 256;
+
+struct QuantizedActivations {
+  size_t tokens = 0;  // padded token count
+  size_t stride = 0;  // codes per token: cols rounded up to kActivationUnit
+  size_t group = 0;
+  int code_offset = 0;  // the weight type's c, folded into the starting sums below
+
+  std::vector<int8_t> codes;         // [tokens][stride]
+  std::vector<int32_t> quad_start;   // [tokens][stride / 4]: -c * (sum of codes 4j .. 4j + 3),
+                                     // when asked for (the few-token kernels need them)
+  std::vector<float> scale;          // [tokens][groups()] + padding: d
+  std::vector<float> scaled_sum;     // [tokens][groups()] + padding: d * sum of the group's codes
+  std::vector<int32_t> group_start;  // [tokens][groups()]: -c * sum of the group's codes
+
+  size_t groups() const { return stride / group; }
+  const int8_t* codes_of(size_t t) const { return codes.data() + t * stride; }
+  const int32_t* quad_start_of(size_t t) const { return quad_start.data() + t * (stride / 4); }
+  const float* scale_of(size_t t) const { return scale.data() + t * groups(); }
+  const float* scaled_sum_of(size_t t) const { return scaled_sum.data() + t * groups(); }
+  const int32_t* group_start_of(size_t t) const { return group_start.data() + t * groups(); }
+};
+
+// Quantizes n tokens of `cols` floats (x[t * cols + k]) into out, reusing its storage;
+// quad_start only if quad_sums.
+// REQUIRES: cols a multiple of group; group 16 or 32.
+void quantize_activations(const float* x, size_t n, size_t cols, size_t group, int code_offset,
+                          bool quad_sums, QuantizedActivations& out);
+
+}  // namespace veloxquant::runtime
