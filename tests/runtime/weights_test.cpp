@@ -196,7 +196,7 @@ double expect_close(const Matrix& m, const float* x, size_t n, const std::vector
     group = decltype(c)::kGroup;
     offset = decltype(c)::kCodeOffset;
   });
-  if (q8) quantize_activations(x, n, cols, group, offset, true, a);
+  if (q8) quantize_activations(x, n, cols, group, offset, ActivationLayout::kRows, a);
   for (size_t t = 0; t < n; ++t) {
     for (size_t i = 0; i < m.w.rows; ++i) {
       const std::string where = " token " + std::to_string(t) + " row " + std::to_string(i);
@@ -323,39 +323,43 @@ TEST(WeightMatmul, PanelResultsDoNotDependOnTheTokenCount) {
 
 TEST(WeightActivations, RoundEveryValueToItsGroupScale) {
   // 3 tokens (padded to 8) of 96 values (padded to 256), one group all zeros, magnitudes that
-  // differ by 10^4 from group to group.
+  // differ by 10^4 from group to group; both layouts.
   constexpr size_t kTokens = 3, kCols = 96;
   std::vector<float> x = random_values(kTokens * kCols, 21);
   for (size_t k = 0; k < x.size(); ++k) x[k] *= std::pow(10.0f, static_cast<float>(k / 16 % 5) - 2);
   std::fill(x.begin() + 32, x.begin() + 64, 0.0f);
-  for (size_t group : {16, 32}) {
-    for (int c : {0, 8, 128}) {
-      QuantizedActivations a;
-      quantize_activations(x.data(), kTokens, kCols, group, c, true, a);
-      ASSERT_EQ(a.tokens, 8u);
-      ASSERT_EQ(a.stride, 256u);
-      for (size_t t = 0; t < a.tokens; ++t) {
-        for (size_t g = 0; g < a.groups(); ++g) {
-          const int8_t* q = a.codes_of(t) + g * group;
-          const float d = a.scale_of(t)[g];
-          int sum = 0;
-          float amax = 0;
-          for (size_t k = 0; k < group; ++k) {
-            const bool real = t < kTokens && g * group + k < kCols;
-            const float v = real ? x[t * kCols + g * group + k] : 0.0f;
-            amax = std::max(amax, std::fabs(v));
-            ASSERT_LE(std::abs(q[k]), 127);
-            // Round to nearest: within half a step, plus the rounding of v / d.
-            EXPECT_LE(std::fabs(v - d * q[k]), d * (0.5 + 300 * kU)) << "t " << t << " g " << g;
-            sum += q[k];
+  for (ActivationLayout layout : {ActivationLayout::kRows, ActivationLayout::kTiles}) {
+    for (size_t group : {16, 32}) {
+      for (int c : {0, 8, 128}) {
+        QuantizedActivations a;
+        quantize_activations(x.data(), kTokens, kCols, group, c, layout, a);
+        ASSERT_EQ(a.tokens, 8u);
+        ASSERT_EQ(a.stride, 256u);
+        for (size_t t = 0; t < a.tokens; ++t) {
+          const std::string where = "layout " + std::to_string(static_cast<int>(layout)) + " group " +
+                                    std::to_string(group) + " c " + std::to_string(c) + " t " + std::to_string(t);
+          for (size_t g = 0; g < a.groups(); ++g) {
+            const float d = a.scale[a.group_index(t, g)];
+            int sum = 0;
+            float amax = 0;
+            for (size_t k = g * group; k < (g + 1) * group; ++k) {
+              const float v = t < kTokens && k < kCols ? x[t * kCols + k] : 0.0f;
+              const int q = a.codes[a.code_index(t, k)];
+              amax = std::max(amax, std::fabs(v));
+              ASSERT_LE(std::abs(q), 127);
+              // Round to nearest: within half a step, plus the rounding of v / d.
+              EXPECT_LE(std::fabs(v - d * q), d * (0.5 + 300 * kU)) << where << " k " << k;
+              sum += q;
+            }
+            EXPECT_EQ(d, amax / 127.0f) << where << " g " << g;
+            EXPECT_EQ(a.scaled_sum[a.group_index(t, g)], d * static_cast<float>(sum)) << where;
+            EXPECT_EQ(a.group_start[a.group_index(t, g)], -c * sum) << where;
           }
-          EXPECT_EQ(d, amax / 127.0f) << "t " << t << " g " << g;
-          EXPECT_EQ(a.scaled_sum_of(t)[g], d * static_cast<float>(sum));
-          EXPECT_EQ(a.group_start_of(t)[g], -c * sum);
-        }
-        for (size_t j = 0; j < a.stride / 4; ++j) {
-          const int8_t* q = a.codes_of(t) + 4 * j;
-          EXPECT_EQ(a.quad_start_of(t)[j], -c * (q[0] + q[1] + q[2] + q[3]));
+          if (layout != ActivationLayout::kRows) continue;
+          for (size_t j = 0; j < a.stride / 4; ++j) {
+            const int8_t* q = a.codes_of(t) + 4 * j;
+            EXPECT_EQ(a.quad_start_of(t)[j], -c * (q[0] + q[1] + q[2] + q[3])) << where;
+          }
         }
       }
     }

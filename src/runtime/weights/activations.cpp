@@ -3,6 +3,7 @@
 #include <hwy/highway.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/parallel.h"
 #include "runtime/weights/threading.h"
@@ -16,17 +17,14 @@ using DI32 = hn::RebindToSigned<DF>;
 
 size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
-// Every group of token t, then zeros past cols (a group never straddles cols: cols is a multiple
-// of the group).
-void quantize_token(const float* x, size_t cols, size_t t, bool quad_sums, QuantizedActivations& a) {
+// Every group of token t (a group never straddles cols: cols is a multiple of the group); what
+// lies past cols stays as quantize_activations zeroed it.
+void quantize_token(const float* x, size_t cols, size_t t, QuantizedActivations& a) {
   const DF df;
   const DI32 di32;
   const hn::Rebind<int8_t, DI32> di8;
-  const size_t n = hn::Lanes(df), group = a.group, groups = a.groups();
-  int8_t* codes = a.codes.data() + t * a.stride;
-  float* scale = a.scale.data() + t * groups;
-  float* scaled_sum = a.scaled_sum.data() + t * groups;
-  int32_t* group_start = a.group_start.data() + t * groups;
+  const size_t n = hn::Lanes(df), group = a.group;
+  HWY_ALIGN int8_t q[32];
   for (size_t g = 0; g < cols / group; ++g) {
     const float* v = x + g * group;
     auto amax = hn::Zero(df);
@@ -35,32 +33,30 @@ void quantize_token(const float* x, size_t cols, size_t t, bool quad_sums, Quant
     const auto inv = hn::Set(df, d == 0.0f ? 0.0f : 1.0f / d);
     auto sum = hn::Zero(di32);
     for (size_t j = 0; j < group; j += n) {
-      const auto q = hn::NearestInt(hn::Mul(hn::LoadU(df, v + j), inv));
-      hn::StoreU(hn::DemoteTo(di8, q), di8, codes + g * group + j);
-      sum = hn::Add(sum, q);
+      const auto codes = hn::NearestInt(hn::Mul(hn::LoadU(df, v + j), inv));
+      hn::StoreU(hn::DemoteTo(di8, codes), di8, q + j);
+      sum = hn::Add(sum, codes);
     }
     const int32_t s = hn::GetLane(hn::SumOfLanes(di32, sum));
-    scale[g] = d;
-    scaled_sum[g] = d * static_cast<float>(s);
-    group_start[g] = -a.code_offset * s;
-  }
-  std::fill(codes + cols, codes + a.stride, int8_t{0});
-  const size_t used = cols / group;
-  std::fill(scale + used, scale + groups, 0.0f);
-  std::fill(scaled_sum + used, scaled_sum + groups, 0.0f);
-  std::fill(group_start + used, group_start + groups, 0);
-  if (!quad_sums) return;
-  int32_t* quads = a.quad_start.data() + t * (a.stride / 4);
-  for (size_t j = 0; j < a.stride / 4; ++j) {
-    const int8_t* c = codes + 4 * j;
-    quads[j] = -a.code_offset * (c[0] + c[1] + c[2] + c[3]);
+    const size_t at = a.group_index(t, g);
+    a.scale[at] = d;
+    a.scaled_sum[at] = d * static_cast<float>(s);
+    a.group_start[at] = -a.code_offset * s;
+    if (a.layout == ActivationLayout::kRows) {
+      std::memcpy(a.codes.data() + a.code_index(t, g * group), q, group);
+      int32_t* quads = a.quad_start.data() + t * (a.stride / 4) + g * group / 4;
+      for (size_t j = 0; j < group / 4; ++j) quads[j] = -a.code_offset * (q[4 * j] + q[4 * j + 1] + q[4 * j + 2] + q[4 * j + 3]);
+    } else {
+      for (size_t j = 0; j < group; j += 4) std::memcpy(a.codes.data() + a.code_index(t, g * group + j), q + j, 4);
+    }
   }
 }
 
 }  // namespace
 
 void quantize_activations(const float* x, size_t n, size_t cols, size_t group, int code_offset,
-                          bool quad_sums, QuantizedActivations& a) {
+                          ActivationLayout layout, QuantizedActivations& a) {
+  a.layout = layout;
   a.tokens = round_up(n, kActivationTokenPad);
   a.stride = round_up(cols, kActivationUnit);
   a.group = group;
@@ -68,23 +64,19 @@ void quantize_activations(const float* x, size_t n, size_t cols, size_t group, i
   const size_t groups = a.groups();
   // Kernels load a whole vector of scales from the last group on: hn::Lanes floats of padding.
   constexpr size_t kTail = 16;
-  a.codes.resize(a.tokens * a.stride);
-  a.quad_start.resize(quad_sums ? a.tokens * a.stride / 4 : 0);
-  a.scale.resize(a.tokens * groups + kTail);
-  a.scaled_sum.resize(a.tokens * groups + kTail);
-  a.group_start.resize(a.tokens * groups);
-  // The padding tokens and the tails read as zeros.
-  std::fill(a.codes.begin() + n * a.stride, a.codes.end(), int8_t{0});
-  if (quad_sums) std::fill(a.quad_start.begin() + n * a.stride / 4, a.quad_start.end(), 0);
-  std::fill(a.scale.begin() + n * groups, a.scale.end(), 0.0f);
-  std::fill(a.scaled_sum.begin() + n * groups, a.scaled_sum.end(), 0.0f);
-  std::fill(a.group_start.begin() + n * groups, a.group_start.end(), 0);
+  const bool rows = layout == ActivationLayout::kRows;
+  // Zeros first, for the padding tokens and what lies past cols (a few percent of quantizing).
+  a.codes.assign(a.tokens * a.stride, 0);
+  a.quad_start.assign(rows ? a.tokens * a.stride / 4 : 0, 0);
+  a.scale.assign(a.tokens * groups + kTail, 0.0f);
+  a.scaled_sum.assign(a.tokens * groups + kTail, 0.0f);
+  a.group_start.assign(a.tokens * groups, 0);
   // A few operations per value: threads from about 2^16 values (32 tokens of 2048), 30 us on one core.
   const bool parallel = threads_for(n * cols, size_t{1} << 16) > 1;
   constexpr size_t kTokensPerTask = 16;
   parallel_for((n + kTokensPerTask - 1) / kTokensPerTask, [&](size_t i) {
     for (size_t t = i * kTokensPerTask; t < std::min(n, (i + 1) * kTokensPerTask); ++t)
-      quantize_token(x + t * cols, cols, t, quad_sums, a);
+      quantize_token(x + t * cols, cols, t, a);
   }, parallel);
 }
 

@@ -18,31 +18,47 @@ namespace veloxquant::runtime {
 inline constexpr size_t kActivationTokenPad = 8;
 inline constexpr size_t kActivationUnit = 256;
 
+// How codes and per-group values lie in memory. kRows: token after token, with quad_start, for
+// the few-token kernels. kTiles: by tiles of kActivationTokenPad tokens, the tile's 4 codes of one
+// quad side by side (32 bytes) and its values of one group side by side, for the panel kernels:
+// one pointer per tile and constant offsets from it.
+enum class ActivationLayout { kRows, kTiles };
+
 struct QuantizedActivations {
+  ActivationLayout layout = ActivationLayout::kRows;
   size_t tokens = 0;  // padded token count
   size_t stride = 0;  // codes per token: cols rounded up to kActivationUnit
   size_t group = 0;
   int code_offset = 0;  // the weight type's c, folded into the starting sums below
 
-  std::vector<int8_t> codes;         // [tokens][stride]
-  std::vector<int32_t> quad_start;   // [tokens][stride / 4]: -c * (sum of codes 4j .. 4j + 3),
-                                     // when asked for (the few-token kernels need them)
-  std::vector<float> scale;          // [tokens][groups()] + padding: d
-  std::vector<float> scaled_sum;     // [tokens][groups()] + padding: d * sum of the group's codes
-  std::vector<int32_t> group_start;  // [tokens][groups()]: -c * sum of the group's codes
+  std::vector<int8_t> codes;         // tokens x stride
+  std::vector<int32_t> quad_start;   // kRows: [tokens][stride / 4]: -c * (sum of codes 4j .. 4j + 3)
+  std::vector<float> scale;          // tokens x groups() + padding: d
+  std::vector<float> scaled_sum;     // tokens x groups() + padding: d * sum of the group's codes
+  std::vector<int32_t> group_start;  // tokens x groups(): -c * sum of the group's codes
 
   size_t groups() const { return stride / group; }
-  const int8_t* codes_of(size_t t) const { return codes.data() + t * stride; }
+  // Where code k and group g of token t lie in codes and in the per-group vectors.
+  size_t code_index(size_t t, size_t k) const {
+    if (layout == ActivationLayout::kRows) return t * stride + k;
+    constexpr size_t kTile = kActivationTokenPad;
+    return ((t / kTile * (stride / 4) + k / 4) * kTile + t % kTile) * 4 + k % 4;
+  }
+  size_t group_index(size_t t, size_t g) const {
+    if (layout == ActivationLayout::kRows) return t * groups() + g;
+    return (t / kActivationTokenPad * groups() + g) * kActivationTokenPad + t % kActivationTokenPad;
+  }
+  // kRows: token t's codes, quad starts and per-group values.
+  const int8_t* codes_of(size_t t) const { return codes.data() + code_index(t, 0); }
   const int32_t* quad_start_of(size_t t) const { return quad_start.data() + t * (stride / 4); }
-  const float* scale_of(size_t t) const { return scale.data() + t * groups(); }
-  const float* scaled_sum_of(size_t t) const { return scaled_sum.data() + t * groups(); }
-  const int32_t* group_start_of(size_t t) const { return group_start.data() + t * groups(); }
+  const float* scale_of(size_t t) const { return scale.data() + group_index(t, 0); }
+  const float* scaled_sum_of(size_t t) const { return scaled_sum.data() + group_index(t, 0); }
+  const int32_t* group_start_of(size_t t) const { return group_start.data() + group_index(t, 0); }
 };
 
-// Quantizes n tokens of `cols` floats (x[t * cols + k]) into out, reusing its storage;
-// quad_start only if quad_sums.
+// Quantizes n tokens of `cols` floats (x[t * cols + k]) into out in `layout`, reusing its storage.
 // REQUIRES: cols a multiple of group; group 16 or 32.
 void quantize_activations(const float* x, size_t n, size_t cols, size_t group, int code_offset,
-                          bool quad_sums, QuantizedActivations& out);
+                          ActivationLayout layout, QuantizedActivations& out);
 
 }  // namespace veloxquant::runtime

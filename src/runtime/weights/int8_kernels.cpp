@@ -1,6 +1,7 @@
 #include "runtime/weights/int8_kernels.h"
 
 #include <hwy/aligned_allocator.h>
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include <algorithm>
@@ -126,7 +127,13 @@ void dot_tile(const uint8_t* w, size_t row_bytes, size_t cols, const QuantizedAc
   {
     FastLoader<C> rows[R];
     for (size_t u = 0; u < full; ++u) {
-      for (size_t i = 0; i < R; ++i) rows[i].load(w + i * row_bytes + u * kUnitBytes<C>, kUnit);
+      for (size_t i = 0; i < R; ++i) {
+        const uint8_t* unit = w + i * row_bytes + u * kUnitBytes<C>;
+        // The same unit of the next R rows, a tile ahead: a group of rows spans only a few KB,
+        // too short a stream for the hardware prefetcher to run ahead of it on its own.
+        for (size_t line = 0; line < kUnitBytes<C>; line += 64) hwy::Prefetch(unit + R * row_bytes + line);
+        rows[i].load(unit, kUnit);
+      }
       dot_unit<C, R, T>(rows, a, t0, u, groups.pick, acc);
     }
   }
@@ -160,8 +167,10 @@ void dot_rows_of(const uint8_t* w, size_t row_bytes, size_t nrows, size_t cols,
 
 // ---- many tokens: lanes across rows -----------------------------------------------------------
 
-constexpr size_t kTileTokens = 8;  // 8 tokens x (sums + accumulators) of 16 rows: 16 registers
-static_assert(kActivationTokenPad % kTileTokens == 0);
+// 8 tokens x (sums + accumulators) of 16 rows: 16 registers. A tile of the activations' kTiles
+// layout.
+constexpr size_t kTileTokens = kActivationTokenPad;
+static_assert(kTileTokens == 8);
 
 // A panel: up to Lanes(DI32) rows, transposed so that one vector holds 4 consecutive codes of
 // every row (quad q of row r at code[q * lanes + r]), and the scales and offsets of each group of
@@ -226,38 +235,36 @@ void panel_tile(const Panel& p, size_t groups, size_t lanes, const QuantizedActi
   const DI32 di32;
   const DU8 du8;
   const DI8 di8;
-  const int8_t* xq[kTileTokens];
-  const float *dy[kTileTokens], *ds[kTileTokens];
-  const int32_t* start[kTileTokens];
-  for (size_t t = 0; t < kTileTokens; ++t) {
-    xq[t] = a.codes_of(t0 + t);
-    dy[t] = a.scale_of(t0 + t);
-    ds[t] = a.scaled_sum_of(t0 + t);
-    start[t] = a.group_start_of(t0 + t);
-  }
+  // The tile's layout (ActivationLayout::kTiles): quad q of token t at xq + (q * 8 + t) * 4, the
+  // values of group g of token t at [g * 8 + t].
+  const int8_t* xq = a.codes.data() + a.code_index(t0, 0);
+  const float* dy = a.scale.data() + a.group_index(t0, 0);
+  const float* ds = a.scaled_sum.data() + a.group_index(t0, 0);
+  const int32_t* start = a.group_start.data() + a.group_index(t0, 0);
   VF acc[kTileTokens];
   for (size_t t = 0; t < kTileTokens; ++t) acc[t] = hn::Zero(df);
   constexpr size_t kQuads = C::kGroup / 4;
-  for (size_t g = 0; g < groups; ++g) {
+  for (size_t g = 0; g < groups; ++g, xq += kQuads * kTileTokens * 4) {
     VI32 sum[kTileTokens];
-    for (size_t t = 0; t < kTileTokens; ++t) sum[t] = C::kCodeOffset ? hn::Set(di32, start[t][g]) : hn::Zero(di32);
+#pragma GCC unroll 8
+    for (size_t t = 0; t < kTileTokens; ++t)
+      sum[t] = C::kCodeOffset ? hn::Set(di32, start[g * kTileTokens + t]) : hn::Zero(di32);
 #pragma GCC unroll 8
     for (size_t k = 0; k < kQuads; ++k) {
-      const size_t q = g * kQuads + k;
-      const auto codes = hn::BitCast(du8, hn::Load(hn::RebindToUnsigned<DI32>(), p.code + q * lanes));
+      const auto codes = hn::BitCast(du8, hn::Load(hn::RebindToUnsigned<DI32>(), p.code + (g * kQuads + k) * lanes));
 #pragma GCC unroll 8
       for (size_t t = 0; t < kTileTokens; ++t) {
         int32_t quad;
-        std::memcpy(&quad, xq[t] + 4 * q, 4);
+        std::memcpy(&quad, xq + (k * kTileTokens + t) * 4, 4);
         sum[t] = dot_quads(codes, hn::BitCast(di8, hn::Set(di32, quad)), sum[t]);
       }
     }
     const VF scale = hn::Load(df, p.scale + g * lanes);
 #pragma GCC unroll 8
     for (size_t t = 0; t < kTileTokens; ++t) {
-      acc[t] = hn::MulAdd(scale, hn::Mul(hn::ConvertTo(df, sum[t]), hn::Set(df, dy[t][g])), acc[t]);
+      acc[t] = hn::MulAdd(scale, hn::Mul(hn::ConvertTo(df, sum[t]), hn::Set(df, dy[g * kTileTokens + t])), acc[t]);
       if constexpr (C::kHasMin)
-        acc[t] = hn::MulAdd(hn::Load(df, p.offset + g * lanes), hn::Set(df, ds[t][g]), acc[t]);
+        acc[t] = hn::MulAdd(hn::Load(df, p.offset + g * lanes), hn::Set(df, ds[g * kTileTokens + t]), acc[t]);
     }
   }
   for (size_t t = 0; t < nt; ++t) {

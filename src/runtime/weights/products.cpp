@@ -67,7 +67,8 @@ void quant_tokens(const WeightMatrix& w, const kernels::QuantKernels& k, const f
   thread_local QuantizedActivations storage;
   QuantizedActivations& a = storage;
   const bool gemm = n >= kGemmMinTokens;
-  quantize_activations(x, n, w.cols, k.group, k.code_offset, !gemm, a);
+  quantize_activations(x, n, w.cols, k.group, k.code_offset,
+                       gemm ? ActivationLayout::kTiles : ActivationLayout::kRows, a);
   const kernels::QuantRowsKernel kernel = gemm ? k.gemm_rows : k.dot_rows;
   const size_t rb = w.row_bytes();
   split_rows(w.rows, gemm ? k.panel_rows : 4, n * w.rows * w.cols, [&](size_t r0, size_t m) {
