@@ -46,11 +46,16 @@ inline void add_fifth_bits(const uint8_t* qh, uint8_t* code) {
   for (int j = 0; j < 32; ++j) code[j] |= static_cast<uint8_t>(((h >> j) & 1) << 4);
 }
 
+// The constants of a format.
+template <size_t Elements, size_t Bytes, size_t Group, int CodeOffset, bool HasMin>
+struct BlockLayout {
+  static constexpr size_t kElements = Elements, kBytes = Bytes, kGroup = Group;
+  static constexpr int kCodeOffset = CodeOffset;
+  static constexpr bool kHasMin = HasMin;
+};
+
 // Q8_0: d, then 32 int8 values, stored here as value + 128.
-struct Q8_0Codes {
-  static constexpr size_t kElements = 32, kBytes = 34, kGroup = 32;
-  static constexpr int kCodeOffset = 128;
-  static constexpr bool kHasMin = false;
+struct Q8_0Codes : BlockLayout<32, 34, 32, 128, false> {
   static void unpack(const uint8_t* b, uint8_t* code, float* scale, float*) {
     scale[0] = f16_at(b);
     for (int j = 0; j < 32; ++j) code[j] = b[2 + j] ^ 0x80;
@@ -58,10 +63,7 @@ struct Q8_0Codes {
 };
 
 // Q4_0: d, then nibbles (see split_nibbles), offset by 8.
-struct Q4_0Codes {
-  static constexpr size_t kElements = 32, kBytes = 18, kGroup = 32;
-  static constexpr int kCodeOffset = 8;
-  static constexpr bool kHasMin = false;
+struct Q4_0Codes : BlockLayout<32, 18, 32, 8, false> {
   static void unpack(const uint8_t* b, uint8_t* code, float* scale, float*) {
     scale[0] = f16_at(b);
     split_nibbles(b + 2, code);
@@ -69,10 +71,7 @@ struct Q4_0Codes {
 };
 
 // Q4_1: d, m, then nibbles: d * q + m.
-struct Q4_1Codes {
-  static constexpr size_t kElements = 32, kBytes = 20, kGroup = 32;
-  static constexpr int kCodeOffset = 0;
-  static constexpr bool kHasMin = true;
+struct Q4_1Codes : BlockLayout<32, 20, 32, 0, true> {
   static void unpack(const uint8_t* b, uint8_t* code, float* scale, float* offset) {
     scale[0] = f16_at(b);
     offset[0] = f16_at(b + 2);
@@ -81,10 +80,7 @@ struct Q4_1Codes {
 };
 
 // Q5_0: d, 32 fifth bits, then nibbles: d * (q - 16).
-struct Q5_0Codes {
-  static constexpr size_t kElements = 32, kBytes = 22, kGroup = 32;
-  static constexpr int kCodeOffset = 16;
-  static constexpr bool kHasMin = false;
+struct Q5_0Codes : BlockLayout<32, 22, 32, 16, false> {
   static void unpack(const uint8_t* b, uint8_t* code, float* scale, float*) {
     scale[0] = f16_at(b);
     split_nibbles(b + 6, code);
@@ -93,10 +89,7 @@ struct Q5_0Codes {
 };
 
 // Q5_1: d, m, 32 fifth bits, then nibbles: d * q + m.
-struct Q5_1Codes {
-  static constexpr size_t kElements = 32, kBytes = 24, kGroup = 32;
-  static constexpr int kCodeOffset = 0;
-  static constexpr bool kHasMin = true;
+struct Q5_1Codes : BlockLayout<32, 24, 32, 0, true> {
   static void unpack(const uint8_t* b, uint8_t* code, float* scale, float* offset) {
     scale[0] = f16_at(b);
     offset[0] = f16_at(b + 2);
@@ -106,10 +99,7 @@ struct Q5_1Codes {
 };
 
 // IQ4_NL: d, then nibbles laid out as Q4_0's, each an index into the non-uniform levels.
-struct IQ4_NLCodes {
-  static constexpr size_t kElements = 32, kBytes = 18, kGroup = 32;
-  static constexpr int kCodeOffset = 128;
-  static constexpr bool kHasMin = false;
+struct IQ4_NLCodes : BlockLayout<32, 18, 32, 128, false> {
   static void unpack(const uint8_t* b, uint8_t* code, float* scale, float*) {
     scale[0] = f16_at(b);
     for (int j = 0; j < 16; ++j) {
@@ -129,10 +119,7 @@ inline void split_crumbs(const uint8_t* qs, uint8_t* code) {
 
 // Q2_K: 16 scale bytes (low nibble: scale, high nibble: min of each 16 elements), 64 bytes of
 // 2-bit codes (split_crumbs), d, dmin.
-struct Q2_KCodes {
-  static constexpr size_t kElements = 256, kBytes = 84, kGroup = 16;
-  static constexpr int kCodeOffset = 0;
-  static constexpr bool kHasMin = true;
+struct Q2_KCodes : BlockLayout<256, 84, 16, 0, true> {
   static void unpack(const uint8_t* b, uint8_t* code, float* scale, float* offset) {
     const float d = f16_at(b + 80), dmin = f16_at(b + 82);
     for (int g = 0; g < 16; ++g) {
@@ -146,10 +133,7 @@ struct Q2_KCodes {
 // Q3_K: 32 bytes of high bits (bit k of byte i: element k * 32 + i), 64 bytes of 2-bit codes
 // (split_crumbs), 12 bytes of 16 six-bit scales offset by 32, d. A clear high bit subtracts 4: the
 // code is the low bits plus 4 times the high bit, offset by 4.
-struct Q3_KCodes {
-  static constexpr size_t kElements = 256, kBytes = 110, kGroup = 16;
-  static constexpr int kCodeOffset = 4;
-  static constexpr bool kHasMin = false;
+struct Q3_KCodes : BlockLayout<256, 110, 16, 4, false> {
   static void unpack(const uint8_t* b, uint8_t* code, float* scale, float*) {
     const uint8_t *hmask = b, *packed = b + 96;
     const float d = f16_at(b + 108);
@@ -179,10 +163,7 @@ inline void scale_min_k4(const uint8_t* p, int j, int& scale, int& min) {
 // byte i of each 32-byte chunk c holds elements c * 64 + i (low nibble) and c * 64 + 32 + i.
 // Q5_K adds 32 bytes of fifth bits before the nibbles (bit k of byte i: element k * 32 + i).
 template <bool kFifthBit>
-struct Q45_KCodes {
-  static constexpr size_t kElements = 256, kBytes = kFifthBit ? 176 : 144, kGroup = 32;
-  static constexpr int kCodeOffset = 0;
-  static constexpr bool kHasMin = true;
+struct Q45_KCodes : BlockLayout<256, kFifthBit ? 176 : 144, 32, 0, true> {
   static void unpack(const uint8_t* b, uint8_t* code, float* scale, float* offset) {
     const float d = f16_at(b), dmin = f16_at(b + 2);
     for (int j = 0; j < 8; ++j) {
@@ -211,10 +192,7 @@ using Q5_KCodes = Q45_KCodes<true>;
 // Q6_K: 128 bytes of low nibbles (byte i of each 64-byte half: element i, low, and 64 + i, high),
 // 64 bytes of 2-bit high parts (byte i of each 32-byte half: elements i, 32 + i, 64 + i, 96 + i),
 // 16 int8 scales of 16 elements, d. Codes are offset by 32.
-struct Q6_KCodes {
-  static constexpr size_t kElements = 256, kBytes = 210, kGroup = 16;
-  static constexpr int kCodeOffset = 32;
-  static constexpr bool kHasMin = false;
+struct Q6_KCodes : BlockLayout<256, 210, 16, 32, false> {
   static void unpack(const uint8_t* b, uint8_t* code, float* scale, float*) {
     const float d = f16_at(b + 208);
     for (int g = 0; g < 16; ++g) scale[g] = d * static_cast<float>(static_cast<int8_t>(b[192 + g]));
@@ -233,10 +211,7 @@ struct Q6_KCodes {
 
 // IQ4_XS: d, 16 bits of scale high parts (2 per sub-block), 4 bytes of scale low nibbles, then 8
 // sub-blocks of 32 laid out as IQ4_NL blocks; scales are six-bit, offset by 32.
-struct IQ4_XSCodes {
-  static constexpr size_t kElements = 256, kBytes = 136, kGroup = 32;
-  static constexpr int kCodeOffset = 128;
-  static constexpr bool kHasMin = false;
+struct IQ4_XSCodes : BlockLayout<256, 136, 32, 128, false> {
   static void unpack(const uint8_t* b, uint8_t* code, float* scale, float*) {
     const float d = f16_at(b);
     uint16_t scales_h;
