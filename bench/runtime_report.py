@@ -83,6 +83,40 @@ def wait_for_quiet(threshold: float, max_wait_s: float, poll_s: float = 30.0) ->
         time.sleep(poll_s)
 
 
+def add_run_options(ap: argparse.ArgumentParser, *, gen: int, reps: int, seed: int, max_wait: float,
+                    out: Path) -> None:
+    """The options every side-by-side speed report shares."""
+    ap.add_argument("--prompt", type=int, default=512)
+    ap.add_argument("--gen", type=int, default=gen)
+    ap.add_argument("--reps", type=int, default=reps, help="repetitions per call (-r)")
+    ap.add_argument("--rounds", type=int, default=3, help="times the whole matrix is repeated")
+    ap.add_argument("--seed", type=int, default=seed)
+    ap.add_argument("--max-load", type=float, default=1.5, help="wait until the 1-min load is at most this")
+    ap.add_argument("--max-wait", type=float, default=max_wait, help="seconds to wait for a quiet machine")
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per call")
+    ap.add_argument("--out", type=Path, default=out)
+    ap.add_argument("--render-only", action="store_true",
+                    help="rewrite the markdown from an existing JSON result; run nothing")
+
+
+def run_call(cmd: list[str], timeout: float) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of cmd; 124 and what it printed if it ran out of time."""
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        return p.returncode, p.stdout, p.stderr
+    except subprocess.TimeoutExpired as e:
+        so = e.stdout or ""
+        return 124, so.decode() if isinstance(so, bytes) else so, f"timed out after {timeout} s"
+
+
+def write_result(out: Path, result: dict, render) -> None:
+    """out.json (the result) and out.md (render(result))."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
+    out.with_suffix(".md").write_text(render(result))
+    print(f"wrote {out.with_suffix('.json')} and {out.with_suffix('.md')}", file=sys.stderr)
+
+
 def command(engine: str, settings: dict, a, threads: int, depth: int) -> list[str]:
     common = ["-m", str(a.model), "-p", str(a.prompt), "-n", str(a.gen), "-d", str(depth),
               "-t", str(threads), "-r", str(a.reps)]
@@ -191,17 +225,8 @@ def main() -> int:
     ap.add_argument("--llama", type=Path, default=LLAMA)
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--depths", type=int, nargs="+", default=[0, 1536])
-    ap.add_argument("--prompt", type=int, default=512)
-    ap.add_argument("--gen", type=int, default=128)
-    ap.add_argument("--reps", type=int, default=5, help="repetitions per call (-r)")
-    ap.add_argument("--rounds", type=int, default=3, help="times the whole matrix is repeated")
-    ap.add_argument("--seed", type=int, default=20240601)
-    ap.add_argument("--max-load", type=float, default=1.5, help="wait until the 1-min load is at most this")
-    ap.add_argument("--max-wait", type=float, default=1200.0, help="seconds to wait for a quiet machine")
-    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per call")
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "runtime_speed")
-    ap.add_argument("--render-only", action="store_true",
-                    help="rewrite the markdown from an existing JSON result; run nothing")
+    add_run_options(ap, gen=128, reps=5, seed=20240601, max_wait=1200.0,
+                    out=ROOT / "bench" / "results" / "runtime_speed")
     a = ap.parse_args()
 
     if a.render_only:
@@ -237,12 +262,7 @@ def main() -> int:
         cmd = command(engine, settings, a, t, d)
         la = load_avg()
         t0 = time.monotonic()
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
-            rc, so, se = p.returncode, p.stdout, p.stderr
-        except subprocess.TimeoutExpired as e:
-            rc, so, se = 124, e.stdout or "", f"timed out after {a.timeout} s"
-            so = so.decode() if isinstance(so, bytes) else so
+        rc, so, se = run_call(cmd, a.timeout)
         wall = time.monotonic() - t0
         rec = {"round": rnd, "config": name, "engine": engine, "threads": t, "depth": d,
                "command": shlex.join(cmd), "returncode": rc, "wall_s": round(wall, 3),
@@ -335,11 +355,7 @@ def main() -> int:
         "summary": summary,
         "runs": runs,
     }
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
-
-    a.out.with_suffix(".md").write_text(render_md(result))
-    print(f"wrote {a.out.with_suffix('.json')} and {a.out.with_suffix('.md')}", file=sys.stderr)
+    write_result(a.out, result, render_md)
     return 0
 
 
