@@ -275,9 +275,10 @@ TEST(WeightMatmul, MatchesScalarReferenceForEveryTypeShapeAndTokenCount) {
     double worst = 0;
     for (Shape s : shapes_for(type)) {
       const Matrix m(type, s.rows, s.cols, s.rows * 1000 + s.cols);
-      // 1 to 9 tokens cover every token group of the row kernels and the first tiles of 8 tokens
-      // of the quantized types' panels (from 8 tokens on); 17, 40 and 64 reach sgemm.
-      for (size_t n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 17, 40, 64}) {
+      // 1 to 9 tokens cover every token group of the row kernels; from 12 tokens on the quantized
+      // types run tiles of 8 tokens on panels (12 and 13: a partial second tile); 17, 40 and 64
+      // reach sgemm.
+      for (size_t n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 17, 40, 64}) {
         const std::vector<float> x = random_values(n * s.cols, 11 + n);
         std::vector<float> y(n * s.rows);
         matmul(m.w, x.data(), n, y.data());
@@ -289,12 +290,12 @@ TEST(WeightMatmul, MatchesScalarReferenceForEveryTypeShapeAndTokenCount) {
 }
 
 TEST(WeightMatmul, FewTokensAreExactlyMatvecPerToken) {
-  // Up to 7 tokens every type stays on the row kernels, whose sums do not depend on how many
+  // Up to 11 tokens every type stays on the row kernels, whose sums do not depend on how many
   // tokens share a pass: each output row is bit for bit the matvec of its token.
   for (GgmlType type : kTypes) {
     for (Shape s : shapes_for(type)) {
       const Matrix m(type, s.rows, s.cols, 5);
-      for (size_t n : {1, 3, 6}) {
+      for (size_t n : {1, 3, 6, 11}) {
         const std::vector<float> x = random_values(n * s.cols, 6);
         std::vector<float> a(n * s.rows), b(n * s.rows);
         for (size_t t = 0; t < n; ++t) matvec(m.w, &x[t * s.cols], &a[t * s.rows]);
@@ -306,18 +307,18 @@ TEST(WeightMatmul, FewTokensAreExactlyMatvecPerToken) {
 }
 
 TEST(WeightMatmul, PanelResultsDoNotDependOnTheTokenCount) {
-  // From 8 tokens on the quantized types run tiles of 8 tokens over transposed panels; a token's
-  // sums take the same steps in whichever tile it falls, so 9 tokens give the first 9 rows of 20.
+  // From 12 tokens on the quantized types run tiles of 8 tokens over transposed panels; a token's
+  // sums take the same steps in whichever tile it falls, so 13 tokens give the first 13 rows of 20.
   for (GgmlType type : kTypes) {
     if (!quantized(type)) continue;
     const Shape s = shapes_for(type).back();
     const Matrix m(type, s.rows, s.cols, 8);
     const std::vector<float> x = random_values(20 * s.cols, 4);
-    std::vector<float> nine(9 * s.rows), twenty(20 * s.rows);
-    matmul(m.w, x.data(), 9, nine.data());
+    std::vector<float> thirteen(13 * s.rows), twenty(20 * s.rows);
+    matmul(m.w, x.data(), 13, thirteen.data());
     matmul(m.w, x.data(), 20, twenty.data());
-    twenty.resize(nine.size());
-    EXPECT_EQ(nine, twenty) << label(type, s);
+    twenty.resize(thirteen.size());
+    EXPECT_EQ(thirteen, twenty) << label(type, s);
   }
 }
 

@@ -24,8 +24,10 @@ namespace {
 // crossovers (bench/matmul.cpp, one core, 512 x 64 and 4096 x 4096): F32 12-16 tokens (sgemm's
 // only cost is packing), F16 / BF16 48-64 (cheap to convert).
 size_t sgemm_min_tokens(GgmlType type) { return type == GgmlType::F32 ? 16 : 48; }
-// From this many tokens on, quantized W goes to the integer kernels' transposed panels.
-constexpr size_t kGemmMinTokens = 8;
+// From this many tokens on, quantized W goes to the integer kernels' transposed panels, whose
+// unpacking costs about as much as 8-10 tokens of the row kernels (bench/matmul.cpp, one core,
+// 5632 x 2048: Q4_K and Q8_0 cross over at 9-11 tokens, Q6_K at about 16).
+constexpr size_t kGemmMinTokens = 12;
 // f32 weights per sgemm call: a tile of W rows (decoded to scratch unless F32).
 constexpr size_t kTileBytes = size_t{4} << 20;
 // A product worth threads is cut into at least this many tiles, so that both cores get work
