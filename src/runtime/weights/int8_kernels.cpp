@@ -16,7 +16,7 @@ namespace {
 // With AVX-512 VNNI one instruction (vpdpbusd); elsewhere the even and odd bytes widened to 16 bits
 // and multiplied pairwise, the same exact sum.
 HWY_INLINE VI32 dot_quads(hn::Vec<DU8> u, hn::Vec<DI8> s, VI32 acc) {
-#if HWY_TARGET == HWY_AVX3_DL
+#if HWY_TARGET <= HWY_AVX3 && defined(__AVX512VNNI__)  // an AVX-512 target, and VNNI
   if constexpr (hn::MaxLanes(DI32()) == 16) return VI32{_mm512_dpbusd_epi32(acc.raw, u.raw, s.raw)};
 #endif
   const DI32 di32;
@@ -78,7 +78,7 @@ HWY_INLINE void dot_unit(const L (&rows)[R], const QuantizedActivations& a, size
   }
   for (size_t i = 0; i < R; ++i) {
     VF sd[T], offset;
-    HWY_ALIGN float window[kWide ? 1 : T][32];
+    HWY_ALIGN float window[kWide ? 1 : T][32] = {};
     if constexpr (kWide) {
       VF scale;
       rows[i].scales(scale, offset);
