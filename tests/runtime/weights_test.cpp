@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -319,6 +320,28 @@ TEST(WeightMatmul, PanelResultsDoNotDependOnTheTokenCount) {
     matmul(m.w, x.data(), 20, twenty.data());
     twenty.resize(thirteen.size());
     EXPECT_EQ(thirteen, twenty) << label(type, s);
+  }
+}
+
+TEST(WeightMatmul, NonFiniteActivationsGiveNaNAsInF32) {
+  // A NaN or infinity in a token has no int8 code: every output of that token is NaN, as an f32
+  // product gives, and the other tokens are unchanged. Token counts reach the row and panel kernels.
+  for (GgmlType type : kTypes) {
+    if (!quantized(type)) continue;
+    const Shape s = shapes_for(type)[1];
+    const Matrix m(type, s.rows, s.cols, 3);
+    for (size_t n : {1, 3, 13}) {
+      const std::vector<float> clean = random_values(n * s.cols, 9);
+      std::vector<float> x = clean, want(n * s.rows), got(n * s.rows);
+      x[(n - 1) * s.cols + 5] = n % 2 ? std::numeric_limits<float>::quiet_NaN()
+                                      : std::numeric_limits<float>::infinity();
+      matmul(m.w, clean.data(), n, want.data());
+      matmul(m.w, x.data(), n, got.data());
+      for (size_t i = 0; i < n * s.rows; ++i) {
+        if (i / s.rows == n - 1) EXPECT_TRUE(std::isnan(got[i])) << label(type, s) << " n=" << n << " i " << i;
+        else EXPECT_EQ(got[i], want[i]) << label(type, s) << " n=" << n << " i " << i;
+      }
+    }
   }
 }
 

@@ -16,7 +16,6 @@ namespace {
 
 using gguf::ByteReader;
 
-constexpr uint64_t kDefaultAlignment = 32;
 // Arrays of arrays are legal; a bound on the nesting keeps a hostile file from exhausting the stack.
 constexpr int kMaxArrayDepth = 8;
 // Each array item becomes an in-memory value of about 40 bytes, whatever its size in the file:

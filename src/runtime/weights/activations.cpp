@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "core/parallel.h"
 #include "runtime/weights/threading.h"
@@ -28,7 +29,19 @@ void quantize_token(const float* x, size_t cols, size_t t, QuantizedActivations&
   for (size_t g = 0; g < cols / group; ++g) {
     const float* v = x + g * group;
     auto amax = hn::Zero(df);
-    for (size_t j = 0; j < group; j += n) amax = hn::Max(amax, hn::Abs(hn::LoadU(df, v + j)));
+    auto finite = hn::FirstN(df, n);
+    for (size_t j = 0; j < group; j += n) {
+      const auto x_j = hn::LoadU(df, v + j);
+      amax = hn::Max(amax, hn::Abs(x_j));
+      finite = hn::And(finite, hn::IsFinite(x_j));
+    }
+    const size_t at = a.group_index(t, g);
+    if (!hn::AllTrue(df, finite)) {
+      // A NaN or infinity has no int8 code: the group's scale is NaN, so every product with this
+      // token is NaN as in f32, and its codes stay zero (their sums cannot overflow).
+      a.scale[at] = a.scaled_sum[at] = std::numeric_limits<float>::quiet_NaN();
+      continue;
+    }
     const float d = hn::GetLane(hn::MaxOfLanes(df, amax)) / 127.0f;
     const auto inv = hn::Set(df, d == 0.0f ? 0.0f : 1.0f / d);
     auto sum = hn::Zero(di32);
@@ -38,7 +51,6 @@ void quantize_token(const float* x, size_t cols, size_t t, QuantizedActivations&
       sum = hn::Add(sum, codes);
     }
     const int32_t s = hn::GetLane(hn::SumOfLanes(di32, sum));
-    const size_t at = a.group_index(t, g);
     a.scale[at] = d;
     a.scaled_sum[at] = d * static_cast<float>(s);
     a.group_start[at] = -a.code_offset * s;

@@ -102,7 +102,10 @@ HWY_INLINE void dot_unit(const L (&rows)[R], const QuantizedActivations& a, size
     if constexpr (C::kHasMin) {
       for (size_t t = 0; t < T; ++t) {
         if constexpr (kWide) {
-          acc[i][t] = hn::MulAdd(offset, hn::LoadU(df, ds[t]), acc[i][t]);
+          // Lanes past the unit's groups hold the next token's values: zero offsets there would
+          // not stop a NaN of that token, so they are not loaded.
+          const auto own = hn::FirstN(df, kUnitGroups<C>);
+          acc[i][t] = hn::MulAdd(offset, hn::MaskedLoad(own, df, ds[t]), acc[i][t]);
         } else {
           for (size_t g = 0; g < kUnitGroups<C>; g += lanes)
             acc[i][t] = hn::MulAdd(hn::Load(df, rows[i].unit.offset + g), hn::LoadU(df, ds[t] + g), acc[i][t]);
