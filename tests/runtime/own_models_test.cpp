@@ -143,6 +143,17 @@ double mean_nll(const Model& model, const std::string& spec, const std::vector<i
   return total / double(tokens.size() - 1);
 }
 
+// Under AddressSanitizer (CI's second pass over the suite) the text is shorter: that pass looks
+// for memory errors on each method's runtime path, which 320 tokens reach (past every default
+// residual window, so blocks are encoded and attended), and the plain build checks the bounds.
+#ifdef __SANITIZE_ADDRESS__
+constexpr std::ptrdiff_t kEvaluatedTokens = 320;
+constexpr bool kChecksBounds = false;
+#else
+constexpr std::ptrdiff_t kEvaluatedTokens = 1024;
+constexpr bool kChecksBounds = true;
+#endif
+
 // Every method with its default parameters runs inside the runtime on both models, compresses,
 // and keeps the text's likelihood close to the fp16 cache's (the bound leaves room for the
 // 2-bit defaults; the evaluation command measures each method properly).
@@ -150,7 +161,7 @@ TEST(OwnModels, EveryMethodRunsAndStaysCloseToTheFp16Cache) {
   for (const std::string name : {"vq-hd128", "vq-hd64"}) {
     const Model model = Model::load(model_path(name));
     const std::vector<int32_t> text = model.tokenizer().encode(wikitext_excerpt(12000), true);
-    const std::vector<int32_t> tokens(text.begin(), text.begin() + std::min<std::ptrdiff_t>(std::ssize(text), 1024));
+    const std::vector<int32_t> tokens(text.begin(), text.begin() + std::min(std::ssize(text), kEvaluatedTokens));
     // A calibrated method is fitted to the text after the evaluated tokens, not to them.
     std::vector<int32_t> calibration{text.front()};
     calibration.insert(calibration.end(), text.begin() + std::ssize(tokens), text.end());
@@ -164,7 +175,9 @@ TEST(OwnModels, EveryMethodRunsAndStaysCloseToTheFp16Cache) {
       // qjl's default (a 1-bit sketch of each key) is +12.3 % on vq-hd128, whose Q8_0 products
       // round their inputs to int8 (+11.2 % when they took f32 inputs).
       const double bound = m.name == "vecinfer" ? 1.25 : m.name == "qjl" ? 1.15 : 1.12;
-      EXPECT_LT(nll, fp16 * bound) << "fp16 " << fp16;
+      if (kChecksBounds) {
+        EXPECT_LT(nll, fp16 * bound) << "fp16 " << fp16;
+      }
       std::printf("%s %-16s mean NLL %.4f (fp16 %.4f, %+.2f %%)\n", name.c_str(), m.name.c_str(),
                   nll, fp16, 100 * (nll / fp16 - 1));
     }
