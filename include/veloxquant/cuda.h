@@ -12,13 +12,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <string_view>
+#include <string>
 #include <vector>
 
 #include "veloxquant/rope.h"
 
 namespace veloxquant {
 struct LayerShape;  // veloxquant/method.h
+struct Spec;
 }
 
 namespace veloxquant::cuda {
@@ -79,14 +80,22 @@ struct HostStream {
   size_t tail_tokens = 0;
 };
 
+// Whether the CUDA backend holds `spec` for a layer of `shape`: the one answer that the runtime,
+// the CLI, the Python package and the parity test ask. reason names the setting it does not run
+// (a CPU-only method, unequal bit widths, an eviction policy, a head_dim) and what it expects.
+struct Support {
+  std::string reason;  // empty: supported
+  explicit operator bool() const { return reason.empty(); }
+};
+Support supports(const Spec& spec, const LayerShape& shape);
+
 // The configuration under which a DeviceCache stores what KVCache(spec, shape) stores, byte for
-// byte: fp16, kivi (kbits == vbits), turboquant_mse and turboquant_prod (bits == vbits), qjl,
-// TurboQuant's rotation signs, codebooks and sketch and QJL's sketch derived from shape.layer and
-// shape.seed as the CPU codecs derive them. Keys are taken as given (rope.dims 0), like KVCache::append(k, v).
-// Defined in the CPU library, so it is there without the CUDA backend. Throws SpecError naming what the backend cannot run
-// (another method, unequal bit widths, an eviction policy).
-CacheConfig device_cache_config(std::string_view spec, const LayerShape& shape, size_t batch,
-                                size_t capacity);
+// byte, from the method's CUDA form (MethodInfo::cuda_config, in its codecs folder) with what its
+// CPU codecs derive from shape.layer and shape.seed (TurboQuant's rotation signs, codebooks and
+// sketch, QJL's sketch). Keys are taken as given (rope.dims 0), like KVCache::append(k, v).
+// Defined in the CPU library, so it is there without the CUDA backend. Throws SpecError with
+// supports()'s reason when the backend cannot hold it.
+CacheConfig device_cache_config(const Spec& spec, const LayerShape& shape, size_t batch, size_t capacity);
 
 class DeviceCache {
  public:

@@ -16,6 +16,9 @@
 
 namespace veloxquant {
 
+namespace cuda {
+struct CacheConfig;  // veloxquant/cuda.h
+}
 class EvictionPolicy;  // src/cache/eviction/policy.h
 struct CalibrationArtifact;  // veloxquant/calibration.h
 struct CalibrationSamples;
@@ -95,6 +98,12 @@ struct MethodInfo {
   std::function<void(const Spec& inner)> check_inner = {};
   std::string default_inner = {};
   bool wrapper() const { return static_cast<bool>(check_inner); }
+  // The method's form on the CUDA backend, beside its CPU codecs (src/codecs/<family>/): fills the
+  // format, bit widths and seed-derived tables of one layer's cuda::CacheConfig, whose shape,
+  // batch and capacity the caller set, so that the GPU stores the CPU codecs' bytes. Throws
+  // SpecError naming a parameter value the GPU form lacks. Unset: the method runs on the CPU only.
+  // cuda::supports() (veloxquant/cuda.h) asks it, then checks the result against the kernels.
+  std::function<void(const Params&, const LayerShape&, cuda::CacheConfig&)> cuda_config = {};
 };
 
 // The quantizers (how tokens are stored) and the eviction policies (which tokens are kept).

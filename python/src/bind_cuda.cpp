@@ -73,9 +73,9 @@ void bind_cuda(nb::module_& m) {
            [](BoundDeviceCache* self, const std::string& spec, size_t batch, size_t kv_heads,
               size_t head_dim, size_t capacity, int layer, int layers, uint64_t seed) {
              const LayerShape shape{kv_heads, head_dim, layer, seed, layers};
-             auto cache = std::make_unique<cuda::DeviceCache>(
-                 cuda::device_cache_config(spec, shape, batch, capacity));
-             new (self) BoundDeviceCache{parse_spec(spec).to_string(), std::move(cache)};
+             const Spec parsed = parse_spec(spec);
+             auto cache = std::make_unique<cuda::DeviceCache>(cuda::device_cache_config(parsed, shape, batch, capacity));
+             new (self) BoundDeviceCache{parsed.to_string(), std::move(cache)};
            },
            nb::arg("spec"), nb::kw_only(), nb::arg("batch"), nb::arg("kv_heads"), nb::arg("head_dim"),
            nb::arg("capacity"), nb::arg("layer") = 0, nb::arg("layers") = 1, nb::arg("seed") = 0,

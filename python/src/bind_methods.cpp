@@ -1,11 +1,13 @@
 // veloxquant.methods(): the registry's catalogue, the same entries and help text as
 // `veloxquant methods`.
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include <string>
 
 #include "bindings.h"
+#include "veloxquant/cuda.h"
 #include "veloxquant/method.h"
 
 namespace nb = nanobind;
@@ -85,6 +87,18 @@ void bind_methods(nb::module_& m) {
         "The spec with every parameter written out in declared order; raises SpecError naming the "
         "parameter and its allowed values when a value is unknown or outside its declared range "
         "(constraints between values are checked when a Codec or Cache is built).");
+
+  m.def("cuda_unsupported",
+        [](const std::string& spec, size_t kv_heads, size_t head_dim) -> std::optional<std::string> {
+          const cuda::Support s = cuda::supports(parse_spec(spec), LayerShape{kv_heads, head_dim});
+          if (s) return std::nullopt;
+          return s.reason;
+        },
+        nb::arg("spec"), nb::kw_only(), nb::arg("kv_heads"), nb::arg("head_dim"),
+        "None when the CUDA backend holds the spec for layers of kv_heads heads of head_dim, "
+        "otherwise why not: the CPU-only method, parameter or head_dim, and what it expects. The "
+        "backend's own rules, the ones DeviceCache and the runtime check; answered whether or not "
+        "this build has the backend (cuda_available).");
 }
 
 }  // namespace veloxquant::python

@@ -67,3 +67,22 @@ def test_bad_spec_names_the_parameter(spec, words):
     for word in words:
         assert word in str(e.value)
     assert isinstance(e.value, ValueError) and isinstance(e.value, vq.Error)
+
+
+@pytest.mark.parametrize("spec, head_dim, words", [
+    ("kivi:kbits=4,vbits=4", 128, None),
+    ("qjl", 64, None),
+    ("turboquant_prod:bits=3,vbits=3", 128, None),
+    ("kivi:kbits=2,vbits=4", 128, ["kbits=2 and vbits=4", "set them equal"]),
+    ("kivi:kbits=4,vbits=4", 96, ["head_dim 96", "expected 64 or 128"]),
+    ("palu", 128, ["palu runs on the CPU cache", "turboquant_prod"]),
+    ("snapkv+kivi", 128, ["snapkv"]),
+])
+def test_cuda_unsupported_is_the_backends_answer(spec, head_dim, words):
+    # Answered from the backend's rules whether or not this build has it.
+    reason = vq.cuda_unsupported(spec, kv_heads=2, head_dim=head_dim)
+    if words is None:
+        assert reason is None
+    else:
+        for word in words:
+            assert word in reason

@@ -11,9 +11,10 @@ Importing this module registers the attention function. Two backends hold the la
 - ``"cpu"``: any spec (``veloxquant.methods()``), one ``veloxquant.Cache`` per layer and sequence
   (cross-layer specs pair adjacent layers, eviction policies see the real attention). Every query,
   prompt and generated tokens alike, attends on the compressed cache.
-- ``"cuda"``: ``fp16``, ``kivi``, ``turboquant_mse`` and ``turboquant_prod`` with equal key and
-  value bits, when the package was built with the CUDA backend (``veloxquant.cuda_available``):
-  one ``veloxquant.DeviceCache`` per layer on the GPU. Generated tokens attend through the fused CUDA
+- ``"cuda"``: the specs the CUDA backend holds for the model's heads
+  (``veloxquant.cuda_unsupported(spec, kv_heads=..., head_dim=...)`` says why one is not), when
+  the package was built with it (``veloxquant.cuda_available``): one ``veloxquant.DeviceCache``
+  per layer on the GPU. Generated tokens attend through the fused CUDA
   kernel on the codes; the prompt attends exactly (SDPA over its own keys) while it is encoded, as
   KIVI's own implementation does.
 
@@ -43,21 +44,6 @@ ATTENTION = "veloxquant"
 # update() right before its attention function, in the same thread, but does not hand the cache
 # to the attention function; the layer is taken back (and cleared) there.
 _pending = threading.local()
-
-_CUDA_METHODS = ("fp16", "kivi", "turboquant_mse", "turboquant_prod", "qjl")
-
-
-def _spec_runs_on_cuda(spec: str) -> bool:
-    canonical = _vq.canonical_spec(spec)
-    method = canonical.split(":", 1)[0]
-    if "+" in canonical or method not in _CUDA_METHODS:
-        return False
-    params = dict(p.split("=", 1) for p in canonical.split(":", 1)[1].split(",")) if ":" in canonical else {}
-    if method == "qjl":  # the kernels' sizes: the default sketches, 2- or 4-bit values
-        return (params["vbits"] in ("2", "4") and params["proj"] == "256" and params["outlier_proj"] == "128"
-                and params["outliers"] in ("4", "8") and int(params["group"]) in (32, 64, 96, 128))
-    bits = ("kbits", "vbits") if method == "kivi" else ("bits", "vbits")
-    return method == "fp16" or params[bits[0]] == params[bits[1]]
 
 
 class _Layer(CacheLayerMixin):
@@ -125,10 +111,6 @@ class Cache(TransformersCache):
         if backend == "cuda" and not _vq.cuda_available:
             raise _vq.Error("backend='cuda': this veloxquant was built without the CUDA backend "
                             "(build it with VELOXQUANT_CUDA=ON pip install .)")
-        if backend == "cuda" and not _spec_runs_on_cuda(self.spec):
-            raise _vq.SpecError(f"backend='cuda' runs fp16, kivi, turboquant_mse and turboquant_prod with "
-                                f"equal key and value bits, and qjl with its default sketches and 2- or 4-bit "
-                                f"values; got {self.spec}")
         if max_tokens < 1:
             raise ValueError(f"max_tokens={max_tokens}; expected at least 1")
         config = config.get_text_config() if hasattr(config, "get_text_config") else config
@@ -136,6 +118,10 @@ class Cache(TransformersCache):
         self.q_heads = config.num_attention_heads
         self.kv_heads = getattr(config, "num_key_value_heads", None) or self.q_heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.q_heads
+        # The backend's own answer (the rules DeviceCache and the runtime check).
+        self._cuda_unsupported = _vq.cuda_unsupported(self.spec, kv_heads=self.kv_heads, head_dim=self.head_dim)
+        if backend == "cuda" and self._cuda_unsupported:
+            raise _vq.SpecError(f"backend='cuda': {self._cuda_unsupported}")
         self.requested_backend = backend
         self.backend = None if backend == "auto" else backend
         self.max_tokens = max_tokens
@@ -151,7 +137,7 @@ class Cache(TransformersCache):
     def _create(self, key_states: torch.Tensor) -> None:
         self._batch = key_states.shape[0]
         if self.backend is None:
-            self.backend = ("cuda" if key_states.is_cuda and _vq.cuda_available and _spec_runs_on_cuda(self.spec)
+            self.backend = ("cuda" if key_states.is_cuda and _vq.cuda_available and not self._cuda_unsupported
                             else "cpu")
         if self.backend == "cuda":
             if not key_states.is_cuda:

@@ -1,4 +1,4 @@
-// device_cache_config(): the CUDA backend's settings for a spec. The TurboQuant tables and QJL's
+// device_cache_config() and cuda::supports(): the CUDA backend on a spec. The TurboQuant tables and QJL's
 // sketch are checked against the CPU cache itself: decoding keys with the configured signs and
 // codebook must give what KVCache decodes, and the configured sketch the stored sign bits, so a
 // DeviceCache built from them stores the CPU codec's codes.
@@ -15,12 +15,16 @@
 #include "veloxquant/cache.h"
 #include "veloxquant/cuda.h"
 #include "veloxquant/error.h"
+#include "veloxquant/method.h"
 
 namespace veloxquant {
 namespace {
 
 using cuda::CacheFormat;
-using cuda::device_cache_config;
+
+cuda::CacheConfig device_cache_config(const std::string& spec, const LayerShape& shape, size_t batch, size_t capacity) {
+  return cuda::device_cache_config(parse_spec(spec), shape, batch, capacity);
+}
 
 constexpr size_t kDim = 128;
 const LayerShape kShape{2, kDim, 3, 11, 6};
@@ -52,6 +56,41 @@ TEST(DeviceCacheConfig, RefusesWhatTheBackendCannotRun) {
                   "palu runs on the CPU cache");
   EXPECT_CONTAINS(test::error_message<SpecError>([] { device_cache_config("kivi:kbits=9", kShape, 1, 8); }),
                   "kbits");
+  // What the kernels run: the head_dim, KIVI's group, QJL's sketch sizes.
+  const LayerShape wide{2, 96, 3, 11, 6};
+  EXPECT_CONTAINS(test::error_message<SpecError>([&] { device_cache_config("fp16", wide, 1, 8); }),
+                  "'fp16' on the CUDA backend: head_dim 96; expected 64 or 128");
+  EXPECT_CONTAINS(test::error_message<SpecError>([] { device_cache_config("kivi:kbits=4,vbits=4,group=48", kShape, 1, 8); }),
+                  "kivi group 48; expected 32, 64, 96 or 128");
+  EXPECT_CONTAINS(test::error_message<SpecError>([] { device_cache_config("qjl:proj=512", kShape, 1, 8); }),
+                  "qjl proj 512, outlier_proj 128; expected 256 and 128");
+  EXPECT_CONTAINS(test::error_message<SpecError>([] { device_cache_config("turboquant_mse:bits=5,vbits=5", kShape, 1, 8); }),
+                  "turboquant bits 5; expected 2, 3 or 4");
+}
+
+TEST(DeviceCacheConfig, SupportsIsTheConfigurationsAnswer) {
+  // supports() says yes exactly where a configuration is built, and otherwise gives its error.
+  for (const char* spec : {"fp16", "kivi:kbits=4,vbits=4", "qjl", "turboquant_mse:bits=3,vbits=3", "palu",
+                           "snapkv+kivi", "kivi:kbits=2,vbits=4", "kivi_sink"}) {
+    for (const size_t dim : {size_t{64}, size_t{96}, size_t{128}}) {
+      const LayerShape shape{2, dim, 0, 1, 4};
+      const cuda::Support s = cuda::supports(parse_spec(spec), shape);
+      std::string error;
+      try {
+        device_cache_config(spec, shape, 1, 1);
+      } catch (const SpecError& e) {
+        error = e.what();
+      }
+      EXPECT_EQ(s.reason, error) << spec << " head_dim " << dim;
+      EXPECT_EQ(static_cast<bool>(s), error.empty()) << spec << " head_dim " << dim;
+    }
+  }
+  // The methods named as the backend's are the registry's with a CUDA form.
+  std::string listed;
+  for (const MethodInfo& m : registered_methods())
+    if (m.cuda_config) listed += (listed.empty() ? "" : ", ") + m.name;
+  EXPECT_EQ(listed, "fp16, kivi, turboquant_mse, turboquant_prod, qjl");
+  EXPECT_CONTAINS(cuda::supports(parse_spec("palu"), kShape).reason, "the CUDA backend runs " + listed + "; palu");
 }
 
 // The encode and decode of one row with the configured tables, in the CPU codec's order of

@@ -1,4 +1,7 @@
-// Parity of every CUDA kernel with the CPU reference, on fresh random inputs:
+// Parity of every CUDA kernel with the CPU reference, on fresh random inputs, on GoogleTest. The
+// cache cases are generated from the registry: every method with a CUDA form x its bit widths x
+// head_dim {64, 128, 256} x query heads per KV head {1, 4, 8}, plus a few non-default settings;
+// a case the backend does not hold (cuda::supports) is skipped with its reason.
 //  - quantize-on-append: the GPU's streams against KVCache::key_streams()/value_streams() of CPU
 //    caches fed the same rows, positions and RoPE (a prefill append, then single-token steps):
 //    bytes that differ are counted (expected 0; the arithmetic is the CPU codecs', see docs/cuda.md),
@@ -10,13 +13,17 @@
 //    codecs), as ||out - ref|| / ||ref||, under a bound per method;
 //  - the vector-quantization kernels (vq_parity.cu: VecInfer's assignment and ADC scores,
 //    RaBitQ's scores) against the CPU codecs, in a second table.
-// Outputs are poisoned (NaN) before each run and every element must be written. Exits 1 on any
-// failure, after printing the table.
+// Outputs are poisoned (NaN) before each run and every element must be written. Each case prints
+// a row of a markdown table (lines starting '|'; bench/cuda/run_h200.sh keeps them).
 #include <cuda_runtime.h>
+#include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -27,6 +34,7 @@
 #include "vq_parity.h"
 #include "veloxquant/cache.h"
 #include "veloxquant/cuda.h"
+#include "veloxquant/method.h"
 #include "veloxquant/tensor.h"
 
 namespace vq = veloxquant;
@@ -39,7 +47,6 @@ namespace {
 struct Case {
   std::string name, spec;   // the GPU's configuration comes from the spec (device_cache_config)
   size_t dim, group_heads;  // head_dim, query heads per KV head
-  double bound;             // on the normalized attention error against the CPU reference
 };
 
 constexpr size_t kBatch = 2, kKvHeads = 2, kPrefill = 300, kSteps = 41;
@@ -199,7 +206,7 @@ void compare_attention(const Case& k, vc::DeviceCache& gpu, std::vector<vq::KVCa
 double compare_causal(const Case& k, std::mt19937& gen, bool& all_written) {
   const size_t d = k.dim, qh = kKvHeads * k.group_heads, row = qh * d, n = kCausal * kBatch * row;
   const vq::LayerShape shape{kKvHeads, d, kLayer, kSeed};
-  vc::DeviceCache gpu(vc::device_cache_config(k.spec, shape, kBatch, kPrefill));
+  vc::DeviceCache gpu(vc::device_cache_config(vq::parse_spec(k.spec), shape, kBatch, kPrefill));
   const std::vector<uint16_t> keys = random_rows(gen, kPrefill, d, true), values = random_rows(gen, kPrefill, d, false);
   DeviceBuffer<uint16_t> dk(keys.size()), dv(values.size());
   dk.upload(keys), dv.upload(values);
@@ -226,7 +233,7 @@ double compare_causal(const Case& k, std::mt19937& gen, bool& all_written) {
 Result run_case(const Case& k, std::mt19937& gen) {
   const size_t d = k.dim, total = kPrefill + kSteps;
   const vq::LayerShape shape{kKvHeads, d, kLayer, kSeed};
-  vc::CacheConfig config = vc::device_cache_config(k.spec, shape, kBatch, total);
+  vc::CacheConfig config = vc::device_cache_config(vq::parse_spec(k.spec), shape, kBatch, total);
   config.rope = llama_rope(d);  // the runtime's append: the GPU rotates keys as the CPU cache does
   vc::DeviceCache gpu(config);
   std::vector<vq::KVCache> cpu;
@@ -278,75 +285,130 @@ Result run_case(const Case& k, std::mt19937& gen) {
   return r;
 }
 
-}  // namespace
-
-int main() {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::fprintf(stderr, "cuda_parity: no CUDA device; expected one (this test runs on the GPU machine)\n");
-    return 1;
-  }
-  // Bounds: the codes are identical, so only the arithmetic separates the GPU from the CPU
-  // reference. Every kernel runs on tensor cores with fp16 operands: the probabilities, and for
-  // KIVI the query times each channel's scale and the probabilities times each token's scale, for
-  // TurboQuant the rotated query and the codebook levels, are rounded to fp16's 11 significant
-  // bits (about 2.4e-4 relative on average), and turboquant_prod's sketched query likewise, hence
-  // 1e-3 (a 2-bit cache's own error is about 0.3). KIVI's value path sums (p s) q over codes q
-  // in 0..2^bits - 1 and adds sum p z: each fp16-rounded p s carries its 2^-12 into a term of
-  // size s q, about 3 times the value it encodes (a group's range over its mean magnitude), while
-  // the output is the small mean of many values, so the error is about 2.4e-4 x 3 = 7e-4 and its
-  // largest over the checks passes 1e-3 on some draws (1.58e-3 on kivi4 d64 g1, one head per
-  // group: fewest outputs): 2e-3. qjl rounds three score operands to fp16 (the sketched query,
-  // the block's outlier columns of S and each token's outlier terms E) on top of that value
-  // path: 2e-3 as well.
-  const std::vector<Case> cases = {
-      {"fp16 d128", "fp16", 128, 4, 1e-3},
-      {"fp16 d64 g8", "fp16", 64, 8, 1e-3},
-      {"kivi2 d128", "kivi:kbits=2,vbits=2,group=32,residual=64", 128, 4, 2e-3},
-      {"kivi4 d128", "kivi:kbits=4,vbits=4,group=32,residual=64", 128, 4, 2e-3},
-      {"kivi2 d128 G128", "kivi:kbits=2,vbits=2,group=128,residual=64", 128, 4, 2e-3},
-      {"kivi4 d128 G64 g8", "kivi:kbits=4,vbits=4,group=64,residual=64", 128, 8, 2e-3},
-      {"kivi2 d64 g8", "kivi:kbits=2,vbits=2,group=32,residual=64", 64, 8, 2e-3},
-      {"kivi4 d64 g1", "kivi:kbits=4,vbits=4,group=32,residual=64", 64, 1, 2e-3},
-      {"kivi2 d64 G64 g2", "kivi:kbits=2,vbits=2,group=64,residual=64", 64, 2, 2e-3},
-      {"tq_mse2 d128", "turboquant_mse:bits=2,vbits=2", 128, 4, 1e-3},
-      {"tq_mse3 d128", "turboquant_mse:bits=3,vbits=3", 128, 4, 1e-3},
-      {"tq_mse4 d128", "turboquant_mse:bits=4,vbits=4", 128, 4, 1e-3},
-      {"tq_mse3 d64 g8", "turboquant_mse:bits=3,vbits=3", 64, 8, 1e-3},
-      {"tq_mse2 d64 g2", "turboquant_mse:bits=2,vbits=2", 64, 2, 1e-3},
-      {"tq_prod2 d128", "turboquant_prod:bits=2,vbits=2", 128, 4, 1e-3},
-      {"tq_prod3 d128", "turboquant_prod:bits=3,vbits=3", 128, 4, 1e-3},
-      {"tq_prod4 d128 g8", "turboquant_prod:bits=4,vbits=4", 128, 8, 1e-3},
-      {"tq_prod3 d64 g2", "turboquant_prod:bits=3,vbits=3", 64, 2, 1e-3},
-      {"tq_prod4 d64", "turboquant_prod:bits=4,vbits=4", 64, 4, 1e-3},
-      {"qjl v2 d128", "qjl:vbits=2", 128, 4, 2e-3},
-      {"qjl v4 d128 R64 g8", "qjl:vbits=4,residual=64", 128, 8, 2e-3},
-      {"qjl v2 d128 G64 V64 R32", "qjl:vbits=2,group=64,vgroup=64,residual=32", 128, 4, 2e-3},
-      {"qjl v2 d64 g2", "qjl:vbits=2,residual=64", 64, 2, 2e-3},
-      {"qjl v4 d64 V64 g8", "qjl:vbits=4,vgroup=64", 64, 8, 2e-3},
-  };
-  std::mt19937 gen(20261130);
-  bool ok = true;
-  std::printf("| case | code bytes | differing | tail differing | sign bits differing | err vs CPU | err vs CPU-decoded GPU codes | causal prompt err | bound | all written | result |\n");
-  std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |\n");
-  for (const Case& k : cases) {
-    try {
-      const Result r = run_case(k, gen);
-      const bool pass = r.code_diff == 0 && r.tail_diff == 0 && r.sign_diff * 10000 <= r.sign_bits &&
-                        r.err_cpu <= k.bound && r.err_restored <= k.bound && r.err_causal <= k.bound && r.all_written;
-      ok = ok && pass;
-      const std::string signs = r.sign_bits ? std::to_string(r.sign_diff) + " of " + std::to_string(r.sign_bits) : "-";
-      std::printf("| %s | %zu | %zu | %zu | %s | %.2e | %.2e | %.2e | %.0e | %s | %s |\n", k.name.c_str(), r.code_bytes,
-                  r.code_diff, r.tail_diff, signs.c_str(), r.err_cpu, r.err_restored, r.err_causal, k.bound,
-                  r.all_written ? "yes" : "NO", pass ? "pass" : "FAIL");
-    } catch (const std::exception& e) {
-      ok = false;
-      std::printf("| %s | error: %s | | | | | | | | | FAIL |\n", k.name.c_str(), e.what());
-    }
-    std::fflush(stdout);
-  }
-  std::printf("\n");
-  ok = run_vq_parity(gen) && ok;
-  ok = run_sampler_parity(gen) && ok;
-  return ok ? 0 : 1;
+// Bounds: the codes are identical, so only the arithmetic separates the GPU from the CPU
+// reference. Every kernel runs on tensor cores with fp16 operands: the probabilities, and for
+// KIVI the query times each channel's scale and the probabilities times each token's scale, for
+// TurboQuant the rotated query and the codebook levels, are rounded to fp16's 11 significant
+// bits (about 2.4e-4 relative on average), and turboquant_prod's sketched query likewise, hence
+// 1e-3 (a 2-bit cache's own error is about 0.3). KIVI's value path sums (p s) q over codes q
+// in 0..2^bits - 1 and adds sum p z: each fp16-rounded p s carries its 2^-12 into a term of
+// size s q, about 3 times the value it encodes (a group's range over its mean magnitude), while
+// the output is the small mean of many values, so the error is about 2.4e-4 x 3 = 7e-4 and its
+// largest over the checks passes 1e-3 on some draws (1.58e-3 on kivi4 d64 g1, one head per
+// group: fewest outputs): 2e-3. qjl rounds three score operands to fp16 (the sketched query,
+// the block's outlier columns of S and each token's outlier terms E) on top of that value
+// path: 2e-3 as well.
+double bound_for(vc::CacheFormat f) {
+  return f == vc::CacheFormat::Kivi || f == vc::CacheFormat::Qjl ? 2e-3 : 1e-3;
 }
+
+// A spec with every bit-width parameter (a name ending in "bits") at b, or none when one of them
+// cannot take b; a method without such parameters gives its plain name for b == 0 only.
+std::optional<std::string> at_bits(const vq::MethodInfo& m, long b) {
+  std::string args;
+  for (const vq::ParamDef& p : m.params) {
+    if (!p.name.ends_with("bits")) continue;
+    const std::string v = std::to_string(b);
+    const bool ok = p.type == vq::ParamType::Choice ? std::find(p.choices.begin(), p.choices.end(), v) != p.choices.end()
+                                                    : p.min <= b && b <= p.max;
+    if (!ok) return std::nullopt;
+    args += (args.empty() ? "" : ",") + p.name + "=" + v;
+  }
+  if (args.empty()) return b == 0 ? std::optional<std::string>(m.name) : std::nullopt;
+  return b == 0 ? std::nullopt : std::optional<std::string>(m.name + ":" + args);
+}
+
+std::string test_name(std::string s) {
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return s;
+}
+
+std::vector<Case> generated_cases() {
+  std::vector<Case> cases;
+  std::vector<std::string> specs;
+  for (const vq::MethodInfo& m : vq::registered_methods()) {
+    if (!m.cuda_config) continue;
+    for (long b : {0, 2, 3, 4})
+      if (const auto spec = at_bits(m, b)) specs.push_back(*spec);
+  }
+  for (const std::string& spec : specs)
+    for (size_t dim : {64, 128, 256})
+      for (size_t g : {1, 4, 8})
+        cases.push_back({test_name(spec) + "_d" + std::to_string(dim) + "_g" + std::to_string(g), spec, dim, g});
+  // Settings beside the defaults: KIVI's groups of 64 and 128 tokens, QJL's 64-token groups,
+  // 64-channel value groups and shorter residual windows.
+  for (const Case& c : std::vector<Case>{
+           {"kivi2_G128_d128_g4", "kivi:kbits=2,vbits=2,group=128,residual=64", 128, 4},
+           {"kivi4_G64_d128_g8", "kivi:kbits=4,vbits=4,group=64,residual=64", 128, 8},
+           {"kivi2_G64_d64_g2", "kivi:kbits=2,vbits=2,group=64,residual=64", 64, 2},
+           {"qjl4_R64_d128_g8", "qjl:vbits=4,residual=64", 128, 8},
+           {"qjl2_G64_V64_R32_d128_g4", "qjl:vbits=2,group=64,vgroup=64,residual=32", 128, 4},
+           {"qjl4_V64_d64_g8", "qjl:vbits=4,vgroup=64", 64, 8}})
+    cases.push_back(c);
+  return cases;
+}
+
+bool have_device() {
+  int devices = 0;
+  return cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
+}
+
+class CacheParity : public testing::TestWithParam<Case> {};
+
+TEST_P(CacheParity, MatchesTheCpuCache) {
+  ASSERT_TRUE(have_device()) << "no CUDA device; this test runs on the GPU machine";
+  const Case& k = GetParam();
+  const vq::Spec spec = vq::parse_spec(k.spec);
+  const vc::Support support = vc::supports(spec, vq::LayerShape{kKvHeads, k.dim, kLayer, kSeed});
+  if (!support) {
+    std::printf("| %s | refused: %s | | | | | | | | | skip |\n", k.name.c_str(), support.reason.c_str());
+    GTEST_SKIP() << support.reason;
+  }
+  // Each case its own draw, so that one case's inputs do not depend on which ran before it.
+  std::seed_seq seed(k.name.begin(), k.name.end());
+  std::mt19937 gen(seed);
+  const Result r = run_case(k, gen);
+  const double bound = bound_for(vc::device_cache_config(spec, vq::LayerShape{kKvHeads, k.dim, kLayer, kSeed}, 1, 1).format);
+  const bool pass = r.code_diff == 0 && r.tail_diff == 0 && r.sign_diff * 10000 <= r.sign_bits &&
+                    r.err_cpu <= bound && r.err_restored <= bound && r.err_causal <= bound && r.all_written;
+  const std::string signs = r.sign_bits ? std::to_string(r.sign_diff) + " of " + std::to_string(r.sign_bits) : "-";
+  std::printf("| %s | %zu | %zu | %zu | %s | %.2e | %.2e | %.2e | %.0e | %s | %s |\n", k.name.c_str(), r.code_bytes,
+              r.code_diff, r.tail_diff, signs.c_str(), r.err_cpu, r.err_restored, r.err_causal, bound,
+              r.all_written ? "yes" : "NO", pass ? "pass" : "FAIL");
+  std::fflush(stdout);
+  EXPECT_EQ(r.code_diff, 0u);
+  EXPECT_EQ(r.tail_diff, 0u);
+  EXPECT_LE(r.sign_diff * 10000, r.sign_bits);
+  EXPECT_LE(r.err_cpu, bound);
+  EXPECT_LE(r.err_restored, bound);
+  EXPECT_LE(r.err_causal, bound);
+  EXPECT_TRUE(r.all_written);
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, CacheParity, testing::ValuesIn(generated_cases()),
+                         [](const testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+TEST(VectorQuantizationParity, MatchesTheCpuCodecs) {
+  ASSERT_TRUE(have_device()) << "no CUDA device; this test runs on the GPU machine";
+  std::mt19937 gen(20261130);
+  EXPECT_TRUE(run_vq_parity(gen));
+}
+
+TEST(SamplerParity, MatchesTheHostSampler) {
+  ASSERT_TRUE(have_device()) << "no CUDA device; this test runs on the GPU machine";
+  std::mt19937 gen(20261201);
+  EXPECT_TRUE(run_sampler_parity(gen));
+}
+
+// The table's header, once before the cases' rows.
+class TableHeader : public testing::Environment {
+ public:
+  void SetUp() override {
+    std::printf("| case | code bytes | differing | tail differing | sign bits differing | err vs CPU | err vs CPU-decoded GPU codes | causal prompt err | bound | all written | result |\n");
+    std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |\n");
+  }
+};
+const testing::Environment* const kTableHeader = testing::AddGlobalTestEnvironment(new TableHeader);
+
+}  // namespace

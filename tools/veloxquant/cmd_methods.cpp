@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "eval/synthetic_kv.h"
 #include "veloxquant/codec.h"
+#include "veloxquant/cuda.h"
 #include "veloxquant/method.h"
 
 namespace veloxquant::cli {
@@ -75,8 +76,13 @@ Command add_methods_command(CLI::App& app) {
       fmt::print("    {}\n    paper: {}\n", m.summary, m.paper);
       // Whether attention reads the codes directly on this build, or decodes them first.
       auto mode = [](bool fused) { return fused ? "on the codes" : "after decoding"; };
-      fmt::print("    attention: scores {}, value sums {}\n", mode(c.key->fused_score()),
+      fmt::print("    cpu: attention scores {}, value sums {}\n", mode(c.key->fused_score()),
                  mode(c.value->fused_accumulate()));
+      // The CUDA backend's own answer for the defaults (cuda::supports), whether or not this build has it.
+      const cuda::Support gpu = cuda::supports(parse_spec(m.name), LayerShape{1, kDim, 0, 0});
+      fmt::print("    cuda: {}\n", gpu               ? std::string("append and decode attention on the codes (head_dim 64 or 128)")
+                                   : m.cuda_config ? "at other settings; at the defaults: " + gpu.reason
+                                                   : std::string("CPU only"));
       if (m.cross_layer()) {
         const PairCodecs p = m.make_pair(parse_spec(m.name).params, LayerShape{1, kDim, 0, 0, 2});
         fmt::print("    cross-layer: {:.2f} bits/element over a pair of layers (above: a layer outside "
@@ -88,7 +94,7 @@ Command add_methods_command(CLI::App& app) {
     fmt::print("Eviction policies: which tokens a cache keeps, from the attention the real queries pay.\n"
                "Alone they keep tokens in fp16; 'policy:...+quantizer:...' stores them compressed.\n\n");
     for (const auto& m : registered_policies()) {
-      fmt::print("{}  [{}]\n    {}\n    paper: {}\n", m.name, m.family, m.summary, m.paper);
+      fmt::print("{}  [{}]\n    {}\n    paper: {}\n    cuda: CPU only\n", m.name, m.family, m.summary, m.paper);
       fmt::print("{}\n", describe_params(m));
     }
   };

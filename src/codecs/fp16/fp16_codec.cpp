@@ -4,6 +4,7 @@
 
 #include "codecs/fp16/method.h"
 #include "core/simd.h"
+#include "veloxquant/cuda.h"
 #include "veloxquant/error.h"
 #include "veloxquant/tensor.h"
 
@@ -52,6 +53,7 @@ MethodInfo fp16_method() {
     c.value = std::make_unique<Fp16Codec>(s.head_dim);
     return c;
   };
+  m.cuda_config = [](const Params&, const LayerShape&, cuda::CacheConfig& c) { c.format = cuda::CacheFormat::Fp16; };
   return m;
 }
 

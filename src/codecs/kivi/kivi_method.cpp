@@ -1,8 +1,10 @@
 #include <string>
 
+#include "codecs/cuda_bits.h"
 #include "codecs/kivi/kivi_key_codec.h"
 #include "codecs/kivi/kivi_value_codec.h"
 #include "codecs/kivi/method.h"
+#include "veloxquant/cuda.h"
 #include "veloxquant/error.h"
 
 namespace veloxquant {
@@ -41,6 +43,12 @@ MethodInfo kivi_method() {
     c.key = std::make_unique<kivi::KiviKeyCodec>(d, static_cast<unsigned>(kb), static_cast<size_t>(group));
     c.residual = static_cast<size_t>(p.get_int("residual"));
     return c;
+  };
+  m.cuda_config = [](const Params& p, const LayerShape&, cuda::CacheConfig& c) {
+    c.format = cuda::CacheFormat::Kivi;
+    c.bits = cuda_equal_bits("kivi", p, "kbits", "vbits");
+    c.group = static_cast<size_t>(p.get_int("group"));
+    c.residual = static_cast<size_t>(p.get_int("residual"));
   };
   return m;
 }

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "codecs/turboquant/method.h"
+#include "codecs/turboquant/turboquant_cuda.h"
 #include "codecs/turboquant/turboquant_mse_codec.h"
 #include "codecs/turboquant/turboquant_prod_codec.h"
 #include "codecs/turboquant/turboquant_rvq_codec.h"
@@ -59,6 +60,9 @@ MethodInfo turboquant_mse_method() {
     c.value = turboquant_values(p, s);
     return c;
   };
+  m.cuda_config = [](const Params& p, const LayerShape& s, cuda::CacheConfig& c) {
+    turboquant::cuda_config(false, p, s, c);
+  };
   return m;
 }
 
@@ -81,6 +85,9 @@ MethodInfo turboquant_prod_method() {
                                                   turboquant_stream_seed(s, TurboQuantStream::KeySketch));
     c.value = turboquant_values(p, s);
     return c;
+  };
+  m.cuda_config = [](const Params& p, const LayerShape& s, cuda::CacheConfig& c) {
+    turboquant::cuda_config(true, p, s, c);
   };
   return m;
 }

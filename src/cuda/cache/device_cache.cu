@@ -9,6 +9,7 @@
 
 #include "cuda/attention/launchers.h"
 #include "cuda/attention/split_decode.cuh"
+#include "cuda/cache/config_rules.h"
 #include "cuda/common/check.cuh"
 #include "cuda/kivi/kivi_layout.cuh"
 #include "cuda/qjl/qjl_layout.cuh"
@@ -32,60 +33,7 @@ void require(bool ok, const std::string& what) {
   if (!ok) throw Error("cuda cache: " + what);
 }
 
-void check_config(const CacheConfig& c) {
-  require(c.head_dim == 64 || c.head_dim == 128,
-          "head_dim " + std::to_string(c.head_dim) + "; expected 64 or 128");
-  require(c.batch >= 1 && c.kv_heads >= 1 && c.batch * c.kv_heads <= 65535,
-          "batch " + std::to_string(c.batch) + " x kv_heads " + std::to_string(c.kv_heads) +
-              "; expected 1..65535 streams");
-  require(c.capacity >= 1, "capacity 0; expected at least 1 token");
-  require(c.rope.dims % 2 == 0 && c.rope.dims <= c.head_dim,
-          "rope dims " + std::to_string(c.rope.dims) + "; expected an even number <= head_dim");
-  require(c.rope.dims == 0 || c.rope.layout == RopeLayout::Interleaved,
-          "rope layout Neox; expected Interleaved (the adjacent-pair llama layout)");
-  if (c.format == CacheFormat::Kivi) {
-    require(c.bits == 2 || c.bits == 4, "kivi bits " + std::to_string(c.bits) + "; expected 2 or 4");
-    require(c.group >= 32 && c.group % 32 == 0 && c.group <= 128,
-            "kivi group " + std::to_string(c.group) + "; expected 32, 64, 96 or 128 (whole 32-token tiles)");
-    require(c.head_dim % std::min(c.group, c.head_dim) == 0,
-            "kivi group " + std::to_string(c.group) + " does not divide head_dim " +
-                std::to_string(c.head_dim) + " into value groups; expected a divisor or >= head_dim");
-  } else if (c.format == CacheFormat::Qjl) {
-    const QjlTables& q = c.qjl;
-    require(c.bits == 2 || c.bits == 4, "qjl vbits " + std::to_string(c.bits) + "; expected 2 or 4");
-    require(c.group >= 32 && c.group % 32 == 0 && c.group <= 128,
-            "qjl group " + std::to_string(c.group) + "; expected 32, 64, 96 or 128 (whole 32-token tiles)");
-    require(q.proj == size_t(qjl::kProj) && q.outlier_proj == size_t(qjl::kOutlierProj),
-            "qjl proj " + std::to_string(q.proj) + ", outlier_proj " + std::to_string(q.outlier_proj) +
-                "; expected 256 and 128 (the defaults, the sizes the kernels are built for)");
-    require(q.outliers == 4 || q.outliers == 8,
-            "qjl outliers " + std::to_string(q.outliers) + "; expected 4 or 8 (the defaults at head_dim 64 and 128)");
-    require(q.sketch.size() == q.proj * c.head_dim, "qjl sketch of " + std::to_string(q.sketch.size()) +
-                                                        " values; expected proj x head_dim");
-    require((q.value_group == 32 || q.value_group == 64 || q.value_group == 128) && c.head_dim % q.value_group == 0,
-            "qjl value group " + std::to_string(q.value_group) + "; expected 32, 64 or 128 channels dividing head_dim " +
-                std::to_string(c.head_dim));
-  } else {
-    require(c.residual == 0, "residual " + std::to_string(c.residual) + "; only kivi and qjl keep a residual window");
-  }
-  if (c.format == CacheFormat::TurboQuantMse || c.format == CacheFormat::TurboQuantProd) {
-    const bool prod = c.format == CacheFormat::TurboQuantProd;
-    require(c.bits >= 2 && c.bits <= 4, "turboquant bits " + std::to_string(c.bits) + "; expected 2, 3 or 4");
-    const TurboQuantTables& t = c.turboquant;
-    const size_t levels = size_t{1} << c.bits, key_levels = prod ? levels / 2 : levels;
-    require(t.key_signs.size() == c.head_dim && t.value_signs.size() == c.head_dim,
-            "turboquant signs: " + std::to_string(t.key_signs.size()) + " and " +
-                std::to_string(t.value_signs.size()) + "; expected head_dim each");
-    require(t.key_centroids.size() == key_levels && t.value_centroids.size() == levels &&
-                t.key_boundaries.size() == key_levels - 1 && t.value_boundaries.size() == levels - 1,
-            "turboquant codebooks: " + std::to_string(t.key_centroids.size()) + " key and " +
-                std::to_string(t.value_centroids.size()) + " value levels; expected " +
-                std::to_string(key_levels) + " and " + std::to_string(levels) + ", with one boundary fewer each");
-    require(t.key_sketch.size() == (prod ? c.head_dim * c.head_dim : 0),
-            "turboquant key sketch of " + std::to_string(t.key_sketch.size()) + " values; expected " +
-                (prod ? "head_dim x head_dim" : std::string("none for turboquant_mse")));
-  }
-}
+static_assert(kQjlProj == size_t(qjl::kProj) && kQjlOutlierProj == size_t(qjl::kOutlierProj));
 
 }  // namespace
 
@@ -276,7 +224,7 @@ struct DeviceCache::Impl {
 };
 
 DeviceCache::DeviceCache(const CacheConfig& config) : impl_(std::make_unique<Impl>()) {
-  check_config(config);
+  if (const std::string problem = config_problem(config); !problem.empty()) throw Error("cuda cache: " + problem);
   Impl& m = *impl_;
   m.config = config;
   int device = 0;
@@ -288,10 +236,6 @@ DeviceCache::DeviceCache(const CacheConfig& config) : impl_(std::make_unique<Imp
   const int ring_v = m.windowed() ? m.residual() + m.value_block() : 0;
   m.allocate(m.keys, m.key_code_bytes(cap), ring_k, m.key_block());
   m.allocate(m.values, m.value_code_bytes(cap), ring_v, m.value_block());
-  if (config.rope.magnitude != 1.0f) {
-    throw Error("DeviceCache: RoPE magnitude " + std::to_string(config.rope.magnitude) +
-                " (YaRN's attention factor); the CUDA kernels rotate with magnitude 1 only");
-  }
   // The CPU's apply_rope frequencies, from the same function.
   const size_t half = config.rope.dims / 2;
   m.inv_freq_host.resize(std::max<size_t>(half, 1));

@@ -91,7 +91,7 @@ std::unique_ptr<DeviceForward> make_device_forward(const Model& model, const Spe
   for (uint32_t l = 0; l < c.layers; ++l) {
     LayerShape shape{c.kv_heads, c.head_dim, static_cast<int>(l), 0};
     shape.layers = static_cast<int>(c.layers);
-    caches.push_back(cuda::device_cache_config(spec.to_string(), shape, batch, context));
+    caches.push_back(cuda::device_cache_config(spec, shape, batch, context));
   }
   cuda::DecoderShape shape;
   shape.layers = c.layers, shape.embedding = c.embedding, shape.feed_forward = c.feed_forward;
