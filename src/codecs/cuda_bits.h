@@ -2,6 +2,8 @@
 // values with one bit width.
 #pragma once
 
+#include <string>
+
 #include "veloxquant/spec.h"
 
 namespace veloxquant {

@@ -43,29 +43,23 @@ TEST(DeviceCacheConfig, CopiesShapeAndKiviSettings) {
   EXPECT_EQ(device_cache_config("fp16", kShape, 1, 8).format, CacheFormat::Fp16);
 }
 
+// The SpecError device_cache_config() throws for spec on a layer of shape.
+std::string refusal(const std::string& spec, const LayerShape& shape = kShape) {
+  return test::error_message<SpecError>([&] { device_cache_config(spec, shape, 1, 8); });
+}
+
 TEST(DeviceCacheConfig, RefusesWhatTheBackendCannotRun) {
-  EXPECT_CONTAINS(test::error_message<SpecError>([] { device_cache_config("kivi:kbits=2,vbits=4", kShape, 1, 8); }),
-                  "kbits=2 and vbits=4");
-  EXPECT_CONTAINS(test::error_message<SpecError>([] { device_cache_config("turboquant_mse:bits=3", kShape, 1, 8); }),
-                  "bits=3 and vbits=4");
-  EXPECT_CONTAINS(test::error_message<SpecError>([] { device_cache_config("turboquant_prod:bits=2", kShape, 1, 8); }),
-                  "bits=2 and vbits=4");
-  EXPECT_CONTAINS(test::error_message<SpecError>([] { device_cache_config("snapkv+kivi", kShape, 1, 8); }),
-                  "snapkv");
-  EXPECT_CONTAINS(test::error_message<SpecError>([] { device_cache_config("palu", kShape, 1, 8); }),
-                  "palu runs on the CPU cache");
-  EXPECT_CONTAINS(test::error_message<SpecError>([] { device_cache_config("kivi:kbits=9", kShape, 1, 8); }),
-                  "kbits");
+  EXPECT_CONTAINS(refusal("kivi:kbits=2,vbits=4"), "kbits=2 and vbits=4");
+  EXPECT_CONTAINS(refusal("turboquant_mse:bits=3"), "bits=3 and vbits=4");
+  EXPECT_CONTAINS(refusal("turboquant_prod:bits=2"), "bits=2 and vbits=4");
+  EXPECT_CONTAINS(refusal("snapkv+kivi"), "snapkv");
+  EXPECT_CONTAINS(refusal("palu"), "palu runs on the CPU cache");
+  EXPECT_CONTAINS(refusal("kivi:kbits=9"), "kbits");
   // What the kernels run: the head_dim, KIVI's group, QJL's sketch sizes.
-  const LayerShape wide{2, 96, 3, 11, 6};
-  EXPECT_CONTAINS(test::error_message<SpecError>([&] { device_cache_config("fp16", wide, 1, 8); }),
-                  "'fp16' on the CUDA backend: head_dim 96; expected 64 or 128");
-  EXPECT_CONTAINS(test::error_message<SpecError>([] { device_cache_config("kivi:kbits=4,vbits=4,group=48", kShape, 1, 8); }),
-                  "kivi group 48; expected 32, 64, 96 or 128");
-  EXPECT_CONTAINS(test::error_message<SpecError>([] { device_cache_config("qjl:proj=512", kShape, 1, 8); }),
-                  "qjl proj 512, outlier_proj 128; expected 256 and 128");
-  EXPECT_CONTAINS(test::error_message<SpecError>([] { device_cache_config("turboquant_mse:bits=5,vbits=5", kShape, 1, 8); }),
-                  "turboquant bits 5; expected 2, 3 or 4");
+  EXPECT_CONTAINS(refusal("fp16", LayerShape{2, 96, 3, 11, 6}), "'fp16' on the CUDA backend: head_dim 96; expected 64 or 128");
+  EXPECT_CONTAINS(refusal("kivi:kbits=4,vbits=4,group=48"), "kivi group 48; expected 32, 64, 96 or 128");
+  EXPECT_CONTAINS(refusal("qjl:proj=512"), "qjl proj 512, outlier_proj 128; expected 256 and 128");
+  EXPECT_CONTAINS(refusal("turboquant_mse:bits=5,vbits=5"), "turboquant bits 5; expected 2, 3 or 4");
 }
 
 TEST(DeviceCacheConfig, SupportsIsTheConfigurationsAnswer) {
