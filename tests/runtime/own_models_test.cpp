@@ -11,6 +11,7 @@
 
 #include "calibrated_specs.h"
 #include "dev/npy.h"
+#include "sanitizer.h"
 #include "veloxquant/gguf.h"
 #include "veloxquant/method.h"
 #include "veloxquant/model.h"
@@ -143,16 +144,11 @@ double mean_nll(const Model& model, const std::string& spec, const std::vector<i
   return total / double(tokens.size() - 1);
 }
 
-// Under AddressSanitizer (CI's second pass over the suite) the text is shorter: that pass looks
-// for memory errors on each method's runtime path, which 320 tokens reach (past every default
-// residual window, so blocks are encoded and attended), and the plain build checks the bounds.
-#ifdef __SANITIZE_ADDRESS__
-constexpr std::ptrdiff_t kEvaluatedTokens = 320;
-constexpr bool kChecksBounds = false;
-#else
-constexpr std::ptrdiff_t kEvaluatedTokens = 1024;
-constexpr bool kChecksBounds = true;
-#endif
+// Under a sanitizer (test::kUnderSanitizer) the text is shorter: that pass looks for memory
+// errors on each method's runtime path, which 320 tokens reach (past every default residual
+// window, so blocks are encoded and attended), and the plain build checks the bounds.
+constexpr std::ptrdiff_t kEvaluatedTokens = test::kUnderSanitizer ? 320 : 1024;
+constexpr bool kChecksBounds = !test::kUnderSanitizer;
 
 // Every method with its default parameters runs inside the runtime on both models, compresses,
 // and keeps the text's likelihood close to the fp16 cache's (the bound leaves room for the
