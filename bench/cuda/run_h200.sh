@@ -24,7 +24,7 @@ source bench/cuda/carried.sh
 if parity=$(carried veloxquant_cuda_parity); then
   echo "run_h200: parity"
   # GoogleTest's log whole, and its tables (the rows each case prints) as the report.
-  "$parity" > "$out/parity.log" 2>&1 || status=1
+  VELOXQUANT_REQUIRE_GPU=1 "$parity" > "$out/parity.log" 2>&1 || status=1
   grep -E '^\||^$' "$out/parity.log" | cat -s > "$out/parity.md"
   tail -n 3 "$out/parity.log"
 else
