@@ -3,6 +3,8 @@
 # Idempotent: packages already present are skipped, and the build is incremental.
 #   BUILD_DIR   where to build (default: build)
 #   CI          when set, compiler warnings are errors
+#   VELOXQUANT_CUDA  auto (default: the CUDA backend is built when nvcc is on the PATH or at
+#               /usr/local/cuda/bin/nvcc), ON (nvcc required) or OFF
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -64,11 +66,26 @@ fi
 
 werror=OFF; [ -n "${CI:-}" ] && werror=ON
 
+# The CUDA backend (docs/cuda.md) is part of the one build wherever the toolkit is: its kernels
+# and parity test compile on machines without a GPU, which skip the tests that need one.
+cuda=${VELOXQUANT_CUDA:-auto}
+nvcc=$(command -v nvcc || true)
+[ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc
+case "$cuda" in
+  auto) cuda=OFF; [ -n "$nvcc" ] && cuda=ON ;;
+  ON) [ -n "$nvcc" ] || { echo "setup: VELOXQUANT_CUDA=ON but no nvcc on the PATH or at /usr/local/cuda/bin/nvcc" >&2; exit 1; } ;;
+  OFF) ;;
+  *) echo "setup: VELOXQUANT_CUDA='$cuda'; expected auto, ON or OFF" >&2; exit 2 ;;
+esac
+echo "setup: CUDA backend $cuda${nvcc:+ ($nvcc)}" >&2
+
 # One build of the library serves the CLI, the tests and the Python package: build/ also builds
 # the extension module (VELOXQUANT_PYTHON) with the .venv interpreter.
 build_dir=${BUILD_DIR:-build}
 defines=(-DCMAKE_BUILD_TYPE=Release -DVELOXQUANT_WERROR="$werror" -DVELOXQUANT_PYTHON=ON
-         -DVELOXQUANT_BUILD_TESTS=ON -DVELOXQUANT_BUILD_BENCH=ON -DPython_EXECUTABLE="$PWD/.venv/bin/python")
+         -DVELOXQUANT_BUILD_TESTS=ON -DVELOXQUANT_BUILD_BENCH=ON -DPython_EXECUTABLE="$PWD/.venv/bin/python"
+         -DVELOXQUANT_CUDA="$cuda")
+[ "$cuda" = ON ] && defines+=(-DCMAKE_CUDA_COMPILER="$nvcc")
 cmake -S . -B "$build_dir" -G Ninja "${defines[@]}" >/dev/null
 cmake --build "$build_dir" -j "$(nproc)"
 
