@@ -35,7 +35,8 @@ struct ScoreRows {
   // Copies row r's stream columns [from, from + n) (stream order: encoded, then tail) to dst.
   void copy_stream(size_t r, size_t from, size_t n, float* dst) const {
     const size_t in_head = from < split ? std::min(n, split - from) : 0;
-    std::copy_n(head + r * split + from, in_head, dst);
+    // head is null while no token is encoded: no offset from it then.
+    if (in_head > 0) std::copy_n(head + r * split + from, in_head, dst);
     if (n > in_head) {
       std::copy_n(tail + r * tail_width + sinks + (from + in_head - split), n - in_head, dst + in_head);
     }
