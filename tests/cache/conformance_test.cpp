@@ -126,11 +126,13 @@ TEST_P(Conformance, CountsBytesExactly) {
   const size_t hd = dim();
   const Spec spec = parse_spec(name());
   const LayerCodecs c = spec.method->make(spec.params, shape_for(name(), kHeads, hd, 5));
-  // 1000 tokens only add length, which the sanitizer passes need not repeat.
+  // 1000 tokens only add length, and 300 single-token appends repeat the 64 before them past
+  // the residual windows, which chunks of 7 and 256 also reach: the sanitizer passes skip both.
   for (size_t tokens : {1, 15, 64, 300, 1000}) {
     if (test::kUnderSanitizer && tokens > 300) continue;
     for (size_t chunk : {1, 7, 256}) {
       if (tokens > 300 && chunk == 1) continue;
+      if (test::kUnderSanitizer && tokens == 300 && chunk == 1) continue;
       const SyntheticKV w = make_synthetic_kv(tokens, kHeads, hd, kGroup, 1, tokens);
       const KVCache cache = filled(name(), w, chunk, 5);
       // Codecs fitted per stream add each stream's fitted state, at most stream_state_bytes()

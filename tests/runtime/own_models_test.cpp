@@ -144,10 +144,12 @@ double mean_nll(const Model& model, const std::string& spec, const std::vector<i
   return total / double(tokens.size() - 1);
 }
 
-// Under a sanitizer (test::kUnderSanitizer) the text is shorter: that pass looks for memory
-// errors on each method's runtime path, which 320 tokens reach (past every default residual
-// window, so blocks are encoded and attended), and the plain build checks the bounds.
+// Under a sanitizer (test::kUnderSanitizer) the text is shorter and calibrated methods fit on 256
+// tokens: that pass looks for memory errors on each method's runtime path, which 320 tokens
+// reach (past every default residual window, so blocks are encoded and attended), and the plain
+// build checks the bounds.
 constexpr std::ptrdiff_t kEvaluatedTokens = test::kUnderSanitizer ? 320 : 1024;
+constexpr std::ptrdiff_t kCalibrationTokens = test::kUnderSanitizer ? 256 : 1 << 20;
 constexpr bool kChecksBounds = !test::kUnderSanitizer;
 
 // Every method with its default parameters runs inside the runtime on both models, compresses,
@@ -160,7 +162,9 @@ TEST(OwnModels, EveryMethodRunsAndStaysCloseToTheFp16Cache) {
     const std::vector<int32_t> tokens(text.begin(), text.begin() + std::min(std::ssize(text), kEvaluatedTokens));
     // A calibrated method is fitted to the text after the evaluated tokens, not to them.
     std::vector<int32_t> calibration{text.front()};
-    calibration.insert(calibration.end(), text.begin() + std::ssize(tokens), text.end());
+    const std::ptrdiff_t after = std::ssize(text) - std::ssize(tokens);
+    calibration.insert(calibration.end(), text.begin() + std::ssize(tokens),
+                       text.begin() + std::ssize(tokens) + std::min(after, kCalibrationTokens));
     const double fp16 = mean_nll(model, "fp16", tokens);
     for (const MethodInfo& m : registered_methods()) {
       const double nll = mean_nll(model, test::runnable_spec(model, m.name, calibration), tokens);
