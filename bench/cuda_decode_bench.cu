@@ -25,6 +25,8 @@
 #include "core/lloyd_max.h"
 #include "core/rng.h"
 #include "cuda/common/check.cuh"
+#include "cuda/qjl/qjl_rules.h"
+#include "cuda/turboquant/turboquant_rules.h"
 #include "cuda_bench_util.cuh"
 #include "veloxquant/cuda.h"
 
@@ -40,7 +42,7 @@ constexpr size_t kQHeads = 32, kKvHeads = 8, kDim = 128, kChunk = 8192;
 
 struct Method {
   const char* name;
-  vc::CacheFormat format;
+  std::string format;  // the device format (CacheConfig::format)
   unsigned bits;
 };
 
@@ -68,29 +70,33 @@ vc::CacheConfig config_for(const Method& m, size_t batch, size_t capacity) {
   c.format = m.format;
   c.batch = batch, c.kv_heads = kKvHeads, c.head_dim = kDim, c.capacity = capacity;
   c.bits = m.bits, c.group = 32;
-  const bool windowed = m.format == vc::CacheFormat::Kivi || m.format == vc::CacheFormat::Qjl;
+  const bool windowed = m.format == "kivi" || m.format == "qjl";
   c.residual = windowed ? 128 : 0;
   c.rope.dims = kDim;
-  const bool prod = m.format == vc::CacheFormat::TurboQuantProd;
-  if (m.format == vc::CacheFormat::TurboQuantMse || prod) {
+  const bool prod = m.format == "turboquant_prod";
+  if (m.format == "turboquant_mse" || prod) {
+    auto t = std::make_shared<vc::TurboQuantTables>();
     for (uint64_t tag : {1, 2}) {
       vq::Rng rng(vq::derive_seed(0, {0, tag}));
-      auto& signs = tag == 1 ? c.turboquant.key_signs : c.turboquant.value_signs;
+      auto& signs = tag == 1 ? t->key_signs : t->value_signs;
       for (size_t i = 0; i < kDim; ++i) signs.push_back(rng.sign());
     }
     const vq::ScalarCodebook values = vq::lloyd_max_sphere_coordinate(m.bits, kDim);
     const vq::ScalarCodebook keys = prod ? vq::lloyd_max_sphere_coordinate(m.bits - 1, kDim) : values;
-    c.turboquant.key_centroids = keys.centroids, c.turboquant.value_centroids = values.centroids;
-    c.turboquant.key_boundaries = keys.boundaries, c.turboquant.value_boundaries = values.boundaries;
+    t->key_centroids = keys.centroids, t->value_centroids = values.centroids;
+    t->key_boundaries = keys.boundaries, t->value_boundaries = values.boundaries;
     if (prod) {
       vq::Rng rng(vq::derive_seed(0, {0, 3}));
-      for (size_t i = 0; i < kDim * kDim; ++i) c.turboquant.key_sketch.push_back(static_cast<float>(rng.normal()));
+      for (size_t i = 0; i < kDim * kDim; ++i) t->key_sketch.push_back(static_cast<float>(rng.normal()));
     }
+    c.tables = std::move(t);
   }
-  if (m.format == vc::CacheFormat::Qjl) {  // qjl's defaults at head_dim 128
+  if (m.format == "qjl") {  // qjl's defaults at head_dim 128
+    auto t = std::make_shared<vc::QjlTables>();
     vq::Rng rng(vq::derive_seed(0, {0, 4}));
-    c.qjl.sketch.resize(c.qjl.proj * kDim);
-    for (float& x : c.qjl.sketch) x = static_cast<float>(rng.normal());
+    t->sketch.resize(t->proj * kDim);
+    for (float& x : t->sketch) x = static_cast<float>(rng.normal());
+    c.tables = std::move(t);
   }
   return c;
 }
@@ -142,12 +148,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::vector<Method> methods = {
-      {"fp16", vc::CacheFormat::Fp16, 16},         {"kivi2", vc::CacheFormat::Kivi, 2},
-      {"kivi4", vc::CacheFormat::Kivi, 4},         {"tq_mse2", vc::CacheFormat::TurboQuantMse, 2},
-      {"tq_mse3", vc::CacheFormat::TurboQuantMse, 3}, {"tq_mse4", vc::CacheFormat::TurboQuantMse, 4},
-      {"tq_prod2", vc::CacheFormat::TurboQuantProd, 2}, {"tq_prod3", vc::CacheFormat::TurboQuantProd, 3},
-      {"tq_prod4", vc::CacheFormat::TurboQuantProd, 4}, {"qjl2", vc::CacheFormat::Qjl, 2},
-      {"qjl4", vc::CacheFormat::Qjl, 4}};
+      {"fp16", "fp16", 16},         {"kivi2", "kivi", 2},         {"kivi4", "kivi", 4},
+      {"tq_mse2", "turboquant_mse", 2}, {"tq_mse3", "turboquant_mse", 3}, {"tq_mse4", "turboquant_mse", 4},
+      {"tq_prod2", "turboquant_prod", 2}, {"tq_prod3", "turboquant_prod", 3}, {"tq_prod4", "turboquant_prod", 4},
+      {"qjl2", "qjl", 2},           {"qjl4", "qjl", 4}};
   const std::vector<size_t> batches = {1, 8};
   const std::vector<size_t> lengths = quick ? std::vector<size_t>{4096, 131072} : std::vector<size_t>{4096, 32768, 131072};
   try {

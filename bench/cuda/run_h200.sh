@@ -25,7 +25,29 @@ if parity=$(carried veloxquant_cuda_parity); then
   echo "run_h200: parity"
   # GoogleTest's log whole, and its tables (the rows each case prints) as the report.
   VELOXQUANT_REQUIRE_GPU=1 "$parity" > "$out/parity.log" 2>&1 || status=1
-  grep -E '^\||^$' "$out/parity.log" | cat -s > "$out/parity.md"
+  gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -n 1)
+  # GoogleTest's counts, e.g. "74 passed, 42 skipped".
+  summary=$(grep -E '^\[ +(PASSED|SKIPPED|FAILED) +\] [0-9]+ tests?' "$out/parity.log" |
+            sed -E 's/^\[ +([A-Z]+) +\] ([0-9]+) tests?.*/\2 \L\1/' | paste -sd, - | sed 's/,/, /g')
+  {
+    echo "# CUDA parity with the CPU reference ($gpu, $(date -u +%F))"
+    echo
+    echo "Command: \`bench/cuda/carry_parity.sh\` on a development machine, then \`bench/cuda/run_h200.sh"
+    echo "OUT_DIR\` on the GPU machine (the program is \`tests/cuda/cuda_parity.cu\`): $summary."
+    echo "Cache cases:"
+    echo "batch 2, 2 KV heads, a 300-token prefill then 41 single-token appends, RoPE on; outputs"
+    echo "NaN-poisoned before each run. Their columns: code bytes compared, bytes that differ (codes,"
+    echo "headers, norms), residual-window bytes that differ, sign bits that differ (turboquant_prod and"
+    echo "qjl keys, counted apart, bound 1 in 10^4), the normalized attention error against the CPU cache"
+    echo "and against a CPU cache restored from the GPU's own streams, the same error of a prompt's causal"
+    echo "attention (the newest 70 of 300 tokens' queries in one call, against \`KVCache::attend\`), the"
+    echo "bound, whether every output element was written; a configuration the backend refuses is"
+    echo "skipped with its reason. The other tables: the vector-quantization kernels and CommVQ's fused"
+    echo "centroid gather + RoPE (\`tests/cuda/vq_parity.cu\`), and the GPU sampler against the host's"
+    echo "\`Sampler::pick\` (\`tests/cuda/sampler_parity.cu\`). What the bounds rest on: docs/cuda.md."
+    echo
+    grep -E '^\||^$' "$out/parity.log" | cat -s
+  } > "$out/parity.md"
   tail -n 3 "$out/parity.log"
 else
   echo "run_h200: parity skipped"

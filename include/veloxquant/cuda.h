@@ -24,51 +24,27 @@ struct Spec;
 
 namespace veloxquant::cuda {
 
-enum class CacheFormat : uint8_t {
-  Fp16,           // keys and values as fp16 rows: the like-for-like baseline
-  Kivi,           // `kivi` with kbits == vbits in {2, 4}
-  TurboQuantMse,  // `turboquant_mse` with bits == vbits in {2, 3, 4}
-  TurboQuantProd, // `turboquant_prod` with bits == vbits in {2, 3, 4}: keys (bits-1)-bit MSE
-                  // codes plus the signs of the residual's Gaussian sketch, values MSE codes
-  Qjl,            // `qjl`: keys the signs of a Gaussian sketch (outlier channels of each token
-                  // group sketched apart) plus norms, values KIVI's per-token codes (vbits 2, 4)
-};
-
-// What TurboQuant's codecs derive from the layer's seed on the CPU (core/rotation.h,
-// core/lloyd_max.h): the random signs of each stream's Hadamard rotation and its Lloyd-Max
-// codebook, and turboquant_prod's sketch. The caller computes them, so this library needs nothing
-// but the CUDA toolkit.
-struct TurboQuantTables {
-  std::vector<float> key_signs, value_signs;              // head_dim values of +1 or -1
-  std::vector<float> key_centroids, value_centroids;      // 2^bits ascending levels (prod keys: 2^(bits-1))
-  std::vector<float> key_boundaries, value_boundaries;    // one fewer ascending midpoints
-  std::vector<float> key_sketch;  // prod: S, head_dim x head_dim row-major; empty for MSE
-};
-
-// What `qjl` derives from the layer's seed (codecs/qjl/qjl_key_codec.h), and the sizes its make()
-// settles on for the head_dim. The GPU runs proj 256, outlier_proj 128 and 4 or 8 outlier channels
-// (the defaults at head_dim 64 and 128).
-struct QjlTables {
-  std::vector<float> sketch;  // S: proj x head_dim, row-major, i.i.d. N(0, 1)
-  size_t proj = 256;          // sign bits of a key's inlier part
-  size_t outliers = 8;        // outlier channels per key group of CacheConfig::group tokens
-  size_t outlier_proj = 128;  // sign bits of the outlier part (sketched by the first rows of S)
-  size_t value_group = 32;    // value channels per min/max grid: 32, 64 or 128, dividing head_dim
+// A family's tables in a CacheConfig: what its CPU form derives from the layer's seed (TurboQuant's
+// rotation signs and codebooks, QJL's sketch), so this library needs nothing but the CUDA toolkit.
+// Each family defines its own beside its kernels (src/cuda/<family>/) and reads it back by type.
+struct FormatTables {
+  virtual ~FormatTables() = default;
 };
 
 struct CacheConfig {
-  CacheFormat format = CacheFormat::Fp16;
+  // The device format holding the codes: a name a family registers (src/cuda/<family>/), as the
+  // method's CUDA form (MethodInfo::cuda_config) names it: fp16, kivi, turboquant_mse, ...
+  std::string format = "fp16";
   size_t batch = 1;
   size_t kv_heads = 1;
   size_t head_dim = 128;   // 64 or 128
   size_t capacity = 0;     // most tokens one sequence may hold
-  unsigned bits = 2;       // key and value bits (KIVI, TurboQuant; prod keys: one is the sign); QJL: value bits
-  size_t group = 32;       // KIVI: tokens per key group (multiple of 32); channels per value group.
-                           // QJL: tokens sharing one choice of outlier channels (multiple of 32)
-  size_t residual = 0;     // KIVI, QJL: newest tokens kept in fp16
+  unsigned bits = 2;       // the format's code bits (KIVI, TurboQuant: keys and values; QJL: values)
+  size_t group = 32;       // windowed formats: tokens per key block, a multiple of 32 (KIVI: also
+                           // channels per value group; QJL: tokens sharing outlier channels)
+  size_t residual = 0;     // windowed formats: newest tokens kept in fp16
   RopeParams rope;         // applied to keys on append; dims 0: none. Interleaved layout only.
-  TurboQuantTables turboquant;
-  QjlTables qjl;
+  std::shared_ptr<const FormatTables> tables;  // the format's own; null when it has none
 };
 
 // One (sequence, KV head) stream laid out exactly as the CPU cache's CacheStream: encoded codes,

@@ -100,10 +100,11 @@ struct MethodInfo {
   bool wrapper() const { return static_cast<bool>(check_inner); }
   // The method's form on the CUDA backend, beside its CPU codecs (src/codecs/<family>/): fills the
   // format, bit widths and seed-derived tables of one layer's cuda::CacheConfig, whose shape,
-  // batch and capacity the caller set, so that the GPU stores the CPU codecs' bytes. Throws
-  // SpecError naming a parameter value the GPU form lacks. Unset: the method runs on the CPU only.
-  // cuda::supports() (veloxquant/cuda.h) asks it, then checks the result against the kernels.
-  std::function<void(const Params&, const LayerShape&, cuda::CacheConfig&)> cuda_config = {};
+  // batch and capacity the caller set, so that the GPU stores the CPU codecs' bytes, and returns
+  // what its format's kernels do not run in it (its family's rules, src/cuda/<family>/*_rules.h;
+  // empty: they run it). Throws SpecError naming a parameter value the GPU form lacks. Unset: the
+  // method runs on the CPU only. cuda::supports() (veloxquant/cuda.h) asks it.
+  std::function<std::string(const Params&, const LayerShape&, cuda::CacheConfig&)> cuda_config = {};
 };
 
 // The quantizers (how tokens are stored) and the eviction policies (which tokens are kept).

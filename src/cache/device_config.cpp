@@ -40,9 +40,10 @@ CacheConfig device_cache_config(const Spec& spec, const LayerShape& shape, size_
   c.head_dim = shape.head_dim;
   c.capacity = capacity;
   c.rope.dims = 0;  // keys arrive rotated, as KVCache::append(k, v) takes them
-  spec.method->cuda_config(spec.params, shape, c);
-  if (const std::string problem = config_problem(c); !problem.empty())
-    throw SpecError(fmt::format("'{}' on the CUDA backend: {}", text, problem));
+  const std::string format_problem = spec.method->cuda_config(spec.params, shape, c);
+  // The shape's problem first: the format's rules may take the shape as valid.
+  const std::string problem = config_problem(c).empty() ? format_problem : config_problem(c);
+  if (!problem.empty()) throw SpecError(fmt::format("'{}' on the CUDA backend: {}", text, problem));
   return c;
 }
 

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "core/rotation.h"
+#include "cuda/qjl/qjl_rules.h"
+#include "cuda/turboquant/turboquant_rules.h"
 #include "expect_error.h"
 #include "test_data.h"
 #include "veloxquant/cache.h"
@@ -20,8 +22,6 @@
 namespace veloxquant {
 namespace {
 
-using cuda::CacheFormat;
-
 cuda::CacheConfig device_cache_config(const std::string& spec, const LayerShape& shape, size_t batch, size_t capacity) {
   return cuda::device_cache_config(parse_spec(spec), shape, batch, capacity);
 }
@@ -31,7 +31,7 @@ const LayerShape kShape{2, kDim, 3, 11, 6};
 
 TEST(DeviceCacheConfig, CopiesShapeAndKiviSettings) {
   const cuda::CacheConfig c = device_cache_config("kivi:kbits=4,vbits=4,group=64,residual=32", kShape, 5, 1000);
-  EXPECT_EQ(c.format, CacheFormat::Kivi);
+  EXPECT_EQ(c.format, "kivi");
   EXPECT_EQ(c.batch, 5u);
   EXPECT_EQ(c.kv_heads, 2u);
   EXPECT_EQ(c.head_dim, kDim);
@@ -40,7 +40,7 @@ TEST(DeviceCacheConfig, CopiesShapeAndKiviSettings) {
   EXPECT_EQ(c.group, 64u);
   EXPECT_EQ(c.residual, 32u);
   EXPECT_EQ(c.rope.dims, 0u);
-  EXPECT_EQ(device_cache_config("fp16", kShape, 1, 8).format, CacheFormat::Fp16);
+  EXPECT_EQ(device_cache_config("fp16", kShape, 1, 8).format, "fp16");
 }
 
 // The SpecError device_cache_config() throws for spec on a layer of shape.
@@ -130,17 +130,19 @@ TEST(DeviceCacheConfig, TurboQuantTablesReproduceTheCpuCodec) {
       const bool prod = std::string(method) == "turboquant_prod";
       const std::string spec = std::string(method) + ":bits=" + std::to_string(bits) + ",vbits=" + std::to_string(bits);
       const cuda::CacheConfig c = device_cache_config(spec, kShape, 1, 64);
-      ASSERT_EQ(c.format, prod ? CacheFormat::TurboQuantProd : CacheFormat::TurboQuantMse);
-      ASSERT_EQ(c.turboquant.key_centroids.size(), size_t{1} << (prod ? bits - 1 : bits));
-      ASSERT_EQ(c.turboquant.value_centroids.size(), size_t{1} << bits);
-      ASSERT_EQ(c.turboquant.key_sketch.size(), prod ? kDim * kDim : 0);
+      ASSERT_EQ(c.format, method);
+      const auto* tables = cuda::tables_of<cuda::TurboQuantTables>(c);
+      ASSERT_NE(tables, nullptr) << spec;
+      const cuda::TurboQuantTables& t = *tables;
+      ASSERT_EQ(t.key_centroids.size(), size_t{1} << (prod ? bits - 1 : bits));
+      ASSERT_EQ(t.value_centroids.size(), size_t{1} << bits);
+      ASSERT_EQ(t.key_sketch.size(), prod ? kDim * kDim : 0);
       KVCache cache(spec, kShape);
       const size_t tokens = 16, n = tokens * kShape.kv_heads * kDim;
       const std::vector<float> k = test::gaussian(n, 100 + bits), v = test::gaussian(n, 200 + bits);
       cache.append(TensorView::f32(k.data(), {tokens, kShape.kv_heads, kDim}),
                    TensorView::f32(v.data(), {tokens, kShape.kv_heads, kDim}));
       const std::vector<float> cpu_k = cache.decode_keys(), cpu_v = cache.decode_values();
-      const cuda::TurboQuantTables& t = c.turboquant;
       for (size_t row = 0; row < tokens * kShape.kv_heads; ++row) {
         const auto slice = [&](const std::vector<float>& a) {
           return std::vector<float>(a.begin() + row * kDim, a.begin() + (row + 1) * kDim);
@@ -163,34 +165,37 @@ TEST(DeviceCacheConfig, QjlSketchReproducesTheCpuCodec) {
     const LayerShape shape{2, dim, 3, 11, 6};
     const std::string spec = "qjl:vbits=4,vgroup=64,residual=0";
     const cuda::CacheConfig c = device_cache_config(spec, shape, 2, 100);
-    ASSERT_EQ(c.format, CacheFormat::Qjl);
+    ASSERT_EQ(c.format, "qjl");
+    const auto* tables = cuda::tables_of<cuda::QjlTables>(c);
+    ASSERT_NE(tables, nullptr);
+    const cuda::QjlTables& q = *tables;
     EXPECT_EQ(c.bits, 4u);
     EXPECT_EQ(c.group, 32u);
     EXPECT_EQ(c.residual, 0u);
-    EXPECT_EQ(c.qjl.proj, 256u);
-    EXPECT_EQ(c.qjl.outlier_proj, 128u);
-    EXPECT_EQ(c.qjl.outliers, dim / 16);  // 8 at head_dim 128, capped to 4 at 64
-    EXPECT_EQ(c.qjl.value_group, 64u);
-    ASSERT_EQ(c.qjl.sketch.size(), 256 * dim);
+    EXPECT_EQ(q.proj, 256u);
+    EXPECT_EQ(q.outlier_proj, 128u);
+    EXPECT_EQ(q.outliers, dim / 16);  // 8 at head_dim 128, capped to 4 at 64
+    EXPECT_EQ(q.value_group, 64u);
+    ASSERT_EQ(q.sketch.size(), 256 * dim);
     KVCache cache(spec, shape);
     const size_t tokens = 32, n = tokens * shape.kv_heads * dim;
     const std::vector<float> k = test::gaussian(n, 300 + dim), v = test::gaussian(n, 400 + dim);
     cache.append(TensorView::f32(k.data(), {tokens, shape.kv_heads, dim}),
                  TensorView::f32(v.data(), {tokens, shape.kv_heads, dim}));
-    const size_t record = (c.qjl.proj + c.qjl.outlier_proj) / 8 + 4;
+    const size_t record = (q.proj + q.outlier_proj) / 8 + 4;
     size_t checked = 0, differing = 0;
     for (size_t h = 0; h < shape.kv_heads; ++h) {
       const std::vector<uint8_t>& codes = cache.key_streams()[h].codes;
-      ASSERT_EQ(codes.size(), c.qjl.outliers + tokens * record);
+      ASSERT_EQ(codes.size(), q.outliers + tokens * record);
       std::vector<bool> outlier(dim, false);
-      for (size_t j = 0; j < c.qjl.outliers; ++j) outlier[codes[j]] = true;
+      for (size_t j = 0; j < q.outliers; ++j) outlier[codes[j]] = true;
       for (size_t t = 0; t < tokens; ++t) {
-        const uint8_t* bits = codes.data() + c.qjl.outliers + t * record;
-        for (size_t i = 0; i < c.qjl.proj; ++i) {
+        const uint8_t* bits = codes.data() + q.outliers + t * record;
+        for (size_t i = 0; i < q.proj; ++i) {
           double sk = 0, size = 0;
           for (size_t ch = 0; ch < dim; ++ch) {
             if (outlier[ch]) continue;
-            const double term = double{c.qjl.sketch[i * dim + ch]} * f16_to_f32(f32_to_f16(k[(t * shape.kv_heads + h) * dim + ch]));
+            const double term = double{q.sketch[i * dim + ch]} * f16_to_f32(f32_to_f16(k[(t * shape.kv_heads + h) * dim + ch]));
             sk += term, size += std::abs(term);
           }
           if (std::abs(sk) < 1e-5 * size) continue;
@@ -200,7 +205,7 @@ TEST(DeviceCacheConfig, QjlSketchReproducesTheCpuCodec) {
       }
     }
     EXPECT_EQ(differing, 0u) << "head_dim " << dim;
-    EXPECT_GT(checked, 2 * tokens * c.qjl.proj * 99 / 100) << "head_dim " << dim;
+    EXPECT_GT(checked, 2 * tokens * q.proj * 99 / 100) << "head_dim " << dim;
   }
 }
 

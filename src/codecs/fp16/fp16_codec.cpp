@@ -53,7 +53,10 @@ MethodInfo fp16_method() {
     c.value = std::make_unique<Fp16Codec>(s.head_dim);
     return c;
   };
-  m.cuda_config = [](const Params&, const LayerShape&, cuda::CacheConfig& c) { c.format = cuda::CacheFormat::Fp16; };
+  m.cuda_config = [](const Params&, const LayerShape&, cuda::CacheConfig& c) {
+    c.format = "fp16";
+    return std::string();
+  };
   return m;
 }
 

@@ -4,6 +4,7 @@
 #include "codecs/kivi/kivi_key_codec.h"
 #include "codecs/kivi/kivi_value_codec.h"
 #include "codecs/kivi/method.h"
+#include "cuda/kivi/kivi_rules.h"
 #include "veloxquant/cuda.h"
 #include "veloxquant/error.h"
 
@@ -45,10 +46,11 @@ MethodInfo kivi_method() {
     return c;
   };
   m.cuda_config = [](const Params& p, const LayerShape&, cuda::CacheConfig& c) {
-    c.format = cuda::CacheFormat::Kivi;
+    c.format = "kivi";
     c.bits = cuda_equal_bits("kivi", p, "kbits", "vbits");
     c.group = static_cast<size_t>(p.get_int("group"));
     c.residual = static_cast<size_t>(p.get_int("residual"));
+    return cuda::kivi_problem(c);
   };
   return m;
 }

@@ -1,10 +1,12 @@
 #include <algorithm>
+#include <memory>
 #include <string>
 
 #include "codecs/kivi/kivi_value_codec.h"
 #include "codecs/qjl/method.h"
 #include "codecs/qjl/qjl_key_codec.h"
 #include "core/rng.h"
+#include "cuda/qjl/qjl_rules.h"
 #include "veloxquant/cuda.h"
 #include "veloxquant/error.h"
 
@@ -88,13 +90,16 @@ MethodInfo qjl_method() {
   // KIVI's per-token codes.
   m.cuda_config = [](const Params& p, const LayerShape& s, cuda::CacheConfig& c) {
     const QjlKeyConfig k = key_config(p, s);
-    c.format = cuda::CacheFormat::Qjl;
+    c.format = "qjl";
     c.bits = static_cast<unsigned>(std::stoul(p.get_choice("vbits")));
     c.group = k.group;
     c.residual = static_cast<size_t>(p.get_int("residual"));
-    c.qjl.sketch = QjlKeyCodec::sketch_matrix(k.dim, k.proj, k.seed);
-    c.qjl.proj = k.proj, c.qjl.outliers = k.outliers, c.qjl.outlier_proj = k.outlier_proj;
-    c.qjl.value_group = std::min(static_cast<size_t>(p.get_int("vgroup")), s.head_dim);
+    auto t = std::make_shared<cuda::QjlTables>();
+    t->sketch = QjlKeyCodec::sketch_matrix(k.dim, k.proj, k.seed);
+    t->proj = k.proj, t->outliers = k.outliers, t->outlier_proj = k.outlier_proj;
+    t->value_group = std::min(static_cast<size_t>(p.get_int("vgroup")), s.head_dim);
+    c.tables = std::move(t);
+    return cuda::qjl_problem(c);
   };
   return m;
 }

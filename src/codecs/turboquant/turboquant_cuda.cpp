@@ -1,10 +1,13 @@
 #include "codecs/turboquant/turboquant_cuda.h"
 
+#include <memory>
+
 #include "codecs/cuda_bits.h"
 #include "codecs/turboquant/method.h"
 #include "codecs/turboquant/turboquant_prod_codec.h"
 #include "core/lloyd_max.h"
 #include "core/rng.h"
+#include "cuda/turboquant/turboquant_rules.h"
 
 namespace veloxquant::turboquant {
 namespace {
@@ -19,23 +22,24 @@ std::vector<float> rotation_signs(const LayerShape& shape, TurboQuantStream stre
 
 }  // namespace
 
-void cuda_config(bool prod, const Params& p, const LayerShape& shape, cuda::CacheConfig& c) {
-  c.format = prod ? cuda::CacheFormat::TurboQuantProd : cuda::CacheFormat::TurboQuantMse;
-  c.bits = cuda_equal_bits(prod ? "turboquant_prod" : "turboquant_mse", p, "bits", "vbits");
-  // The kernels' codebooks come in 2 to 4 bits (cuda/cache/config_rules.h refuses others); no
-  // table is solved for a width they would refuse.
-  if (c.bits < 2 || c.bits > 4) return;
+std::string cuda_config(bool prod, const Params& p, const LayerShape& shape, cuda::CacheConfig& c) {
+  c.format = prod ? "turboquant_prod" : "turboquant_mse";
+  c.bits = cuda_equal_bits(c.format, p, "bits", "vbits");
+  // No table is solved for a width the kernels would refuse.
+  if (!cuda::turboquant_bits_supported(c.bits)) return cuda::turboquant_problem(c, prod);
   const ScalarCodebook values = lloyd_max_sphere_coordinate(c.bits, shape.head_dim);
   const ScalarCodebook keys = prod ? TurboQuantProdCodec::mse_codebook(c.bits, shape.head_dim) : values;
-  cuda::TurboQuantTables& t = c.turboquant;
-  t.key_signs = rotation_signs(shape, TurboQuantStream::KeyRotation);
-  t.value_signs = rotation_signs(shape, TurboQuantStream::ValueRotation);
-  t.key_centroids = keys.centroids, t.value_centroids = values.centroids;
-  t.key_boundaries = keys.boundaries, t.value_boundaries = values.boundaries;
+  auto t = std::make_shared<cuda::TurboQuantTables>();
+  t->key_signs = rotation_signs(shape, TurboQuantStream::KeyRotation);
+  t->value_signs = rotation_signs(shape, TurboQuantStream::ValueRotation);
+  t->key_centroids = keys.centroids, t->value_centroids = values.centroids;
+  t->key_boundaries = keys.boundaries, t->value_boundaries = values.boundaries;
   if (prod) {
-    t.key_sketch = TurboQuantProdCodec::sketch_matrix(
+    t->key_sketch = TurboQuantProdCodec::sketch_matrix(
         shape.head_dim, turboquant_stream_seed(shape, TurboQuantStream::KeySketch));
   }
+  c.tables = std::move(t);
+  return cuda::turboquant_problem(c, prod);
 }
 
 }  // namespace veloxquant::turboquant

@@ -61,7 +61,7 @@ MethodInfo turboquant_mse_method() {
     return c;
   };
   m.cuda_config = [](const Params& p, const LayerShape& s, cuda::CacheConfig& c) {
-    turboquant::cuda_config(false, p, s, c);
+    return turboquant::cuda_config(false, p, s, c);
   };
   return m;
 }
@@ -87,7 +87,7 @@ MethodInfo turboquant_prod_method() {
     return c;
   };
   m.cuda_config = [](const Params& p, const LayerShape& s, cuda::CacheConfig& c) {
-    turboquant::cuda_config(true, p, s, c);
+    return turboquant::cuda_config(true, p, s, c);
   };
   return m;
 }

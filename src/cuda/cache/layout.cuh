@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace veloxquant::cuda {
 
@@ -39,14 +40,23 @@ struct AppendParams {
   StreamView keys, values;
 };
 
-// QJL's keys (qjl/qjl_layout.cuh) for the attention kernel.
-struct QjlAttend {
-  const float* sketch_t = nullptr;         // S^T: head_dim x proj, row-major (row c: column c of S)
-  const uint16_t* sketch_t_f16 = nullptr;  // the same in fp16, each 32 rows as pairs (j, j + 16)
-  int group = 32, outliers = 8;            // tokens per key block, outlier channels per block
-  // sqrt(channels) * sqrt(pi/2) / sketch bits of the inlier and outlier parts: times a stored RMS,
-  // the weight of a token's sign sum in the estimator (the CPU codec's float expression).
-  float inlier_scale = 0, outlier_scale = 0;
+// A device format's own attention arguments (its tables' device pointers, its group sizes) as
+// the format's struct T, carried by value in the launch's parameters: the format sets them with
+// set(), its kernels read them back with get<T>(). Copied bytewise, so T must be trivially copyable.
+struct FormatArgs {
+  alignas(16) unsigned char bytes[128] = {};
+  template <class T>
+  __host__ __device__ void set(const T& t) {
+    static_assert(sizeof(T) <= sizeof(bytes) && alignof(T) <= 16, "format arguments too large");
+    memcpy(bytes, &t, sizeof(T));
+  }
+  template <class T>
+  __host__ __device__ T get() const {
+    static_assert(sizeof(T) <= sizeof(bytes) && alignof(T) <= 16, "format arguments too large");
+    T t;
+    memcpy(&t, bytes, sizeof(T));
+    return t;
+  }
 };
 
 struct AttendParams {
@@ -62,13 +72,7 @@ struct AttendParams {
   int splits = 0;
   int queries = 1;          // > 1: a prompt's causal queries, one per blockIdx.z (for_query())
   StreamView keys, values;
-  int kivi_group = 32;                        // KIVI: tokens per key block, channels per value group;
-                                              // QJL: channels per value group
-  const float* key_codebook = nullptr;        // TurboQuant levels
-  const float* value_codebook = nullptr;
-  const float* key_signs = nullptr;           // TurboQuant key rotation
-  const float* key_sketch = nullptr;          // turboquant_prod: S transposed (S^T row-major); else null
-  QjlAttend qjl;
+  FormatArgs format;        // the device format's own (cache/device_format.h)
   float* part_o = nullptr;  // [batch * q_heads, splits, head_dim]
   float* part_ml = nullptr; // [batch * q_heads, splits, 2]: running max and sum of exponentials
 };
@@ -77,7 +81,7 @@ struct CombineParams {
   const float* part_o = nullptr;
   const float* part_ml = nullptr;
   int splits = 0, head_dim = 0, q_heads = 0, kv_heads = 0;
-  const float* value_signs = nullptr;  // TurboQuant: undo the value rotation after combining
+  const float* value_signs = nullptr;  // a value rotation to undo after combining (TurboQuant); else null
   float* out = nullptr;                // [batch, q_heads, head_dim]
 };
 

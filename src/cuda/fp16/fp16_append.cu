@@ -1,6 +1,6 @@
 // Appending to an fp16 cache: keys rotated (RoPE) and stored as fp16 rows, values copied. This is
 // also the "plain fp16 store" the quantizing appends are timed against.
-#include "cuda/attention/launchers.h"
+#include "cuda/fp16/fp16_launch.h"
 #include "cuda/common/appended_rows.cuh"
 #include "cuda/common/check.cuh"
 

@@ -3,7 +3,7 @@
 // tensor cores for both products (fp16_tile.cuh).
 #include <cuda_fp16.h>
 
-#include "cuda/attention/launchers.h"
+#include "cuda/fp16/fp16_launch.h"
 #include "cuda/attention/tc_decode.cuh"
 #include "cuda/fp16/fp16_tile.cuh"
 #include "cuda/common/check.cuh"

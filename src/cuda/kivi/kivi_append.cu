@@ -8,7 +8,7 @@
 // was read.
 #include <cuda_fp16.h>
 
-#include "cuda/attention/launchers.h"
+#include "cuda/kivi/kivi_launch.h"
 #include "cuda/common/check.cuh"
 #include "cuda/kivi/kivi_encode.cuh"
 #include "veloxquant/error.h"

@@ -7,7 +7,7 @@
 
 #include <algorithm>
 
-#include "cuda/attention/launchers.h"
+#include "cuda/kivi/kivi_launch.h"
 #include "cuda/attention/tc_decode.cuh"
 #include "cuda/fp16/fp16_tile.cuh"
 #include "cuda/common/check.cuh"
@@ -37,7 +37,7 @@ template <int D, int BITS, int VG>
 __device__ void attend_codes(const AttendParams& p, int seq, int main_split, uint8_t* stages, float* pt) {
   using T = KiviTile<D, BITS>;
   constexpr int NK = D / 16, CPB = T::kCpb;
-  const kivi::KeyLayout kl{D, BITS, p.kivi_group};
+  const kivi::KeyLayout kl{D, BITS, p.format.get<KiviArgs>().group};
   const kivi::ValueLayout vl{D, BITS, VG};
   const int vblock = vl.block_bytes(), stage_bytes = T::stage_bytes(vblock);
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
@@ -145,7 +145,7 @@ SplitKernel split_kernel() {
 // Values have one scale per min(group, head_dim) channels: 32, 64 or 128.
 template <int D, int BITS>
 SplitKernel for_value_group(const AttendParams& p) {
-  const int vg = std::min(p.kivi_group, D);
+  const int vg = std::min(p.format.get<KiviArgs>().group, D);
   if (vg == 32) return split_kernel<D, BITS, 32>();
   if (vg == 64) return split_kernel<D, BITS, 64>();
   if (vg == 128 && D == 128) return split_kernel<D, BITS, D>();

@@ -14,7 +14,7 @@
 
 #include <algorithm>
 
-#include "cuda/attention/launchers.h"
+#include "cuda/qjl/qjl_launch.h"
 #include "cuda/common/check.cuh"
 #include "cuda/kivi/kivi_encode.cuh"
 #include "cuda/qjl/qjl_layout.cuh"

@@ -19,7 +19,7 @@
 
 #include <algorithm>
 
-#include "cuda/attention/launchers.h"
+#include "cuda/qjl/qjl_launch.h"
 #include "cuda/attention/tc_decode.cuh"
 #include "cuda/common/check.cuh"
 #include "cuda/kivi/kivi_values.cuh"
@@ -47,7 +47,7 @@ __device__ inline uint32_t sign_pair(uint32_t word, int s) {
 // The 16-token half of a tile starting at record r0 (token g; r0 + 8 records is token g + 8):
 // the scores of the group's heads in the C layout.
 __device__ void half_scores(const uint32_t* r0, const uint32_t* r1, const uint32_t (&bs)[qjl::kProj / 16][2],
-                            const uint32_t (&bo)[qjl::kProj / 16][2], const uint32_t (&bqo)[2], const QjlAttend& q,
+                            const uint32_t (&bo)[qjl::kProj / 16][2], const uint32_t (&bqo)[2], const QjlArgs& q,
                             const MmaLane& ln, float (&s)[4]) {
   constexpr int kInWords = qjl::kProj / 32, kOutWords = qjl::kOutlierProj / 32;
   float sq[4] = {}, tin[4] = {}, tout[4] = {};
@@ -91,6 +91,7 @@ __device__ void attend_codes(const AttendParams& p, int seq, int main_split, flo
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const MmaLane ln(lane);
   uint8_t* buf[2] = {stages + (warp * 2) * St::kBytes, stages + (warp * 2 + 1) * St::kBytes};
+  const QjlArgs qa = p.format.get<QjlArgs>();
   // The group's queries (times the softmax scale) and their sketches S q, once per block.
   load_queries<kMmaHeads>(p, seq, q_s);
   __syncthreads();
@@ -101,7 +102,7 @@ __device__ void attend_codes(const AttendParams& p, int seq, int main_split, flo
   for (int c = 0; c < D; ++c) {
     float col[kRows];
 #pragma unroll
-    for (int j = 0; j < kRows; ++j) col[j] = p.qjl.sketch_t[c * qjl::kProj + threadIdx.x + j * kThreads];
+    for (int j = 0; j < kRows; ++j) col[j] = qa.sketch_t[c * qjl::kProj + threadIdx.x + j * kThreads];
 #pragma unroll
     for (int h = 0; h < kMmaHeads; ++h) {
       const float qc = q_s[h * D + c];
@@ -126,7 +127,7 @@ __device__ void attend_codes(const AttendParams& p, int seq, int main_split, flo
     }
   }
 
-  const qjl::KeyLayout kl{p.qjl.outliers, p.qjl.group};
+  const qjl::KeyLayout kl{qa.outliers, qa.group};
   const uint8_t* kseq = p.keys.codes + seq * p.keys.stream_bytes;
   const uint8_t* vseq = p.values.codes + seq * p.values.stream_bytes;
   const auto fetch = [&](uint8_t* dst, int tile) {
@@ -146,7 +147,7 @@ __device__ void attend_codes(const AttendParams& p, int seq, int main_split, flo
     // (the device keeps the fp16 copy in that pair order).
     uint32_t bo[NS][2] = {};
     if (ln.g < kl.outliers) {
-      const uint32_t* col = reinterpret_cast<const uint32_t*>(p.qjl.sketch_t_f16 + outliers[ln.g] * qjl::kProj);
+      const uint32_t* col = reinterpret_cast<const uint32_t*>(qa.sketch_t_f16 + outliers[ln.g] * qjl::kProj);
 #pragma unroll
       for (int k = 0; k < NS; ++k) bo[k][0] = col[8 * k + ln.t], bo[k][1] = col[8 * k + ln.t + 4];
     }
@@ -161,7 +162,7 @@ __device__ void attend_codes(const AttendParams& p, int seq, int main_split, flo
     for (int h = 0; h < 2; ++h) {
       const uint8_t* r0 = records + (16 * h + ln.g) * qjl::kTokenBytes;
       half_scores(reinterpret_cast<const uint32_t*>(r0), reinterpret_cast<const uint32_t*>(r0 + 8 * qjl::kTokenBytes),
-                        bs, bo, bqo, p.qjl, ln, s[h]);
+                        bs, bo, bqo, qa, ln, s[h]);
     }
     mask_tile(s, ln, tile * kTileTokens, p.main_end);
     float alpha[2];
@@ -205,7 +206,7 @@ SplitKernel split_kernel() {
 
 template <int D, int VBITS>
 SplitKernel for_value_group(const AttendParams& p) {
-  const int vg = p.kivi_group;
+  const int vg = p.format.get<QjlArgs>().value_group;
   if (vg == 32) return split_kernel<D, VBITS, 32>();
   if (vg == 64) return split_kernel<D, VBITS, 64>();
   if (vg == 128 && D == 128) return split_kernel<D, VBITS, D>();

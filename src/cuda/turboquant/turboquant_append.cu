@@ -10,7 +10,7 @@
 // rounding of 0), then [f32 norm][f32 norm |r|][bits-1 bit codes][sign bits].
 #include <cuda_fp16.h>
 
-#include "cuda/attention/launchers.h"
+#include "cuda/turboquant/turboquant_launch.h"
 #include "cuda/common/appended_rows.cuh"
 #include "cuda/common/check.cuh"
 #include "cuda/common/device_math.cuh"

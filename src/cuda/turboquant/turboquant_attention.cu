@@ -17,7 +17,7 @@
 
 #include <algorithm>
 
-#include "cuda/attention/launchers.h"
+#include "cuda/turboquant/turboquant_launch.h"
 #include "cuda/attention/tc_decode.cuh"
 #include "cuda/common/check.cuh"
 #include "cuda/fp16/fp16_tile.cuh"
@@ -76,15 +76,16 @@ __global__ void __launch_bounds__(kThreads) turboquant_attend_kernel(AttendParam
   uint8_t* buf[2] = {stages + (warp * 2) * L::kStage, stages + (warp * 2 + 1) * L::kStage};
   const int seq = blockIdx.y, split = blockIdx.x;
   load_queries<MAXG>(p, seq, q_s);
+  const TurboQuantArgs ta = p.format.get<TurboQuantArgs>();
   for (int i = threadIdx.x; i < L::kValuePairs; i += kThreads) {
     constexpr int kb = L::kKeyBits;
-    if (i < L::kKeyPairs) key_pairs[i] = pack_half2(p.key_codebook[i & ((1 << kb) - 1)], p.key_codebook[i >> kb]);
-    value_pairs[i] = pack_half2(p.value_codebook[i & ((1 << BITS) - 1)], p.value_codebook[i >> BITS]);
+    if (i < L::kKeyPairs) key_pairs[i] = pack_half2(ta.key_codebook[i & ((1 << kb) - 1)], ta.key_codebook[i >> kb]);
+    value_pairs[i] = pack_half2(ta.value_codebook[i & ((1 << BITS) - 1)], ta.value_codebook[i >> BITS]);
     if (i < L::kSignPairs) sign_pairs[i] = pack_half2(i & 1 ? 1.0f : -1.0f, i & 2 ? 1.0f : -1.0f);
   }
   __syncthreads();
   // Rotate the queries: signs, then the Walsh-Hadamard butterflies, then 1/sqrt(D).
-  for (int i = threadIdx.x; i < MAXG * D; i += kThreads) q_s[i] *= p.key_signs[i % D];
+  for (int i = threadIdx.x; i < MAXG * D; i += kThreads) q_s[i] *= ta.key_signs[i % D];
   __syncthreads();
   for (int len = 1; len < D; len <<= 1) {
     for (int i = threadIdx.x; i < MAXG * D / 2; i += kThreads) {
@@ -100,7 +101,7 @@ __global__ void __launch_bounds__(kThreads) turboquant_attend_kernel(AttendParam
       const int j = i % D;  // row j of S; adjacent threads read adjacent floats of S^T
       const float* q = q_s + i / D * D;
       float sum = 0;
-      for (int c = 0; c < D; ++c) sum = fmaf(p.key_sketch[c * D + j], q[c], sum);
+      for (int c = 0; c < D; ++c) sum = fmaf(ta.key_sketch[c * D + j], q[c], sum);
       sq_s[i] = sum;
     }
     __syncthreads();
@@ -214,15 +215,15 @@ SplitKernel for_bits(const AttendParams& p, int bits) {
 }
 
 template <int D>
-SplitKernel for_method(const AttendParams& p, int bits) {
-  return p.key_sketch != nullptr ? for_bits<D, true>(p, bits) : for_bits<D, false>(p, bits);
+SplitKernel for_method(const AttendParams& p, int bits, bool prod) {
+  return prod ? for_bits<D, true>(p, bits) : for_bits<D, false>(p, bits);
 }
 
 }  // namespace
 
-SplitKernel turboquant_split_kernel(const AttendParams& p, int bits) {
-  if (p.head_dim == 128) return for_method<128>(p, bits);
-  if (p.head_dim == 64) return for_method<64>(p, bits);
+SplitKernel turboquant_split_kernel(const AttendParams& p, int bits, bool prod) {
+  if (p.head_dim == 128) return for_method<128>(p, bits, prod);
+  if (p.head_dim == 64) return for_method<64>(p, bits, prod);
   throw Error("cuda turboquant attention: head_dim " + std::to_string(p.head_dim) + "; expected 64 or 128");
 }
 

@@ -1,0 +1,75 @@
+// TurboQuant on the GPU (turboquant_mse, turboquant_prod): Hadamard-rotated Lloyd-Max codes with
+// a norm per token, and turboquant_prod's sign bits of the keys' sketched residual. The rotation
+// signs, codebooks and sketch are the CPU codecs' (TurboQuantTables), counted once per sequence.
+#include <cmath>
+#include <memory>
+
+#include "cuda/cache/device_format.h"
+#include "cuda/common/device_array.cuh"
+#include "cuda/turboquant/turboquant_launch.h"
+#include "cuda/turboquant/turboquant_rules.h"
+#include "veloxquant/error.h"
+
+namespace veloxquant::cuda {
+namespace {
+
+DeviceArray<float> upload(const std::vector<float>& host) { return DeviceArray<float>(host.data(), host.size()); }
+
+class TurboQuantFormat final : public DeviceFormat {
+ public:
+  TurboQuantFormat(const CacheConfig& c, const TurboQuantTables& t, bool prod)
+      : prod_(prod), dim_(c.head_dim), bits_(c.bits),
+        key_state_(state_bytes(t.key_centroids.size() + t.key_sketch.size())),
+        value_state_(state_bytes(t.value_centroids.size())),
+        key_signs_(upload(t.key_signs)), value_signs_(upload(t.value_signs)),
+        key_bounds_(upload(t.key_boundaries)), value_bounds_(upload(t.value_boundaries)),
+        key_levels_(upload(t.key_centroids)), value_levels_(upload(t.value_centroids)) {
+    if (prod) {
+      // Transposed, so that the kernels' threads (one per sketch row) read adjacent floats.
+      std::vector<float> transposed(dim_ * dim_);
+      for (size_t r = 0; r < dim_; ++r)
+        for (size_t col = 0; col < dim_; ++col) transposed[col * dim_ + r] = t.key_sketch[r * dim_ + col];
+      key_sketch_ = upload(transposed);
+    }
+  }
+  // A norm (prod keys: two) and bits per coordinate (prod keys: bits - 1 code bits and a sign).
+  size_t key_code_bytes(size_t n) const override { return n * ((prod_ ? 8 : 4) + dim_ * bits_ / 8); }
+  size_t value_code_bytes(size_t n) const override { return n * (4 + dim_ * bits_ / 8); }
+  size_t shared_bytes(bool key) const override { return key ? key_state_ : value_state_; }
+  void append(const AppendParams& p, int batch, cudaStream_t s) const override {
+    launch_turboquant_append(p, batch, static_cast<int>(bits_),
+                             TurboQuantDevice{key_signs_.ptr, value_signs_.ptr, key_bounds_.ptr, value_bounds_.ptr,
+                                              key_levels_.ptr, key_sketch_.ptr,
+                                              1.0f / std::sqrt(static_cast<float>(dim_))},
+                             s);
+  }
+  SplitKernel split_kernel(AttendParams& p) const override {
+    p.format.set(TurboQuantArgs{key_levels_.ptr, value_levels_.ptr, key_signs_.ptr, key_sketch_.ptr});
+    return turboquant_split_kernel(p, static_cast<int>(bits_), prod_);
+  }
+  const float* value_signs() const override { return value_signs_.ptr; }
+
+ private:
+  // The rotation's sign bits and the f32 codebook (and prod's f32 sketch) of one stream kind.
+  size_t state_bytes(size_t floats) const { return (dim_ + 7) / 8 + sizeof(float) * floats; }
+
+  bool prod_;
+  size_t dim_;
+  unsigned bits_;
+  size_t key_state_, value_state_;
+  DeviceArray<float> key_signs_, value_signs_, key_bounds_, value_bounds_, key_levels_, value_levels_;
+  DeviceArray<float> key_sketch_;  // prod: S^T; empty for turboquant_mse
+};
+
+template <bool PROD>
+std::unique_ptr<DeviceFormat> make(const CacheConfig& c) {
+  if (const std::string problem = turboquant_problem(c, PROD); !problem.empty()) throw Error("cuda cache: " + problem);
+  return std::make_unique<TurboQuantFormat>(c, *tables_of<TurboQuantTables>(c), PROD);
+}
+
+}  // namespace
+
+VQ_DEVICE_FORMAT(turboquant_mse, "turboquant_mse", make<false>);
+VQ_DEVICE_FORMAT(turboquant_prod, "turboquant_prod", make<true>);
+
+}  // namespace veloxquant::cuda

@@ -1,0 +1,35 @@
+// TurboQuant's kernels (turboquant_format.cu): Hadamard-rotated Lloyd-Max codes, and
+// turboquant_prod's sign bits of the keys' sketched residual.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "cuda/attention/launchers.h"
+
+namespace veloxquant::cuda {
+
+struct TurboQuantArgs {  // AttendParams::format of the TurboQuant kernels
+  const float* key_codebook = nullptr;  // levels
+  const float* value_codebook = nullptr;
+  const float* key_signs = nullptr;     // the key rotation
+  const float* key_sketch = nullptr;    // turboquant_prod: S transposed (S^T row-major); else null
+};
+
+// TurboQuant-MSE, or turboquant_prod when prod (bits: its key bits, the sign's included, and its
+// value bits); p.format: TurboQuantArgs.
+SplitKernel turboquant_split_kernel(const AttendParams& p, int bits, bool prod);
+
+struct TurboQuantDevice {  // device copies of TurboQuantTables
+  const float* key_signs;
+  const float* value_signs;
+  const float* key_boundaries;
+  const float* value_boundaries;
+  const float* key_levels;  // turboquant_prod: the keys' (bits-1)-bit levels, for the residual
+  const float* key_sketch;  // turboquant_prod: S transposed (S^T row-major); null for turboquant_mse
+  float hadamard_scale;  // 1 / sqrt(head_dim), as the CPU's fwht computes it
+};
+// bits: the value bits, and the key bits (turboquant_prod's keys: bits - 1 code bits and a sign).
+void launch_turboquant_append(const AppendParams& p, int batch, int bits, const TurboQuantDevice& t,
+                              cudaStream_t stream);
+
+}  // namespace veloxquant::cuda
