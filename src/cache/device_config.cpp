@@ -42,7 +42,8 @@ CacheConfig device_cache_config(const Spec& spec, const LayerShape& shape, size_
   c.rope.dims = 0;  // keys arrive rotated, as KVCache::append(k, v) takes them
   const std::string format_problem = spec.method->cuda_config(spec.params, shape, c);
   // The shape's problem first: the format's rules may take the shape as valid.
-  const std::string problem = config_problem(c).empty() ? format_problem : config_problem(c);
+  const std::string shape_problem = config_problem(c);
+  const std::string& problem = shape_problem.empty() ? format_problem : shape_problem;
   if (!problem.empty()) throw SpecError(fmt::format("'{}' on the CUDA backend: {}", text, problem));
   return c;
 }

@@ -21,17 +21,11 @@ bool register_device_format(const char* name, DeviceFormatFactory make) {
   return true;
 }
 
-std::vector<std::string> device_format_names() {
-  std::vector<std::string> names;
-  for (const auto& [name, make] : formats()) names.push_back(name);
-  return names;
-}
-
 std::unique_ptr<DeviceFormat> make_device_format(const CacheConfig& c) {
   const auto it = formats().find(c.format);
   if (it == formats().end()) {
     std::string names;
-    for (const std::string& n : device_format_names()) names += (names.empty() ? "" : ", ") + n;
+    for (const auto& [name, make] : formats()) names += (names.empty() ? "" : ", ") + name;
     throw Error("cuda cache: format '" + c.format + "'; expected one of " + names);
   }
   return it->second(c);

@@ -10,7 +10,6 @@
 #include <cstddef>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "cuda/attention/launchers.h"
 #include "cuda/cache/layout.cuh"
@@ -48,7 +47,6 @@ using DeviceFormatFactory = std::unique_ptr<DeviceFormat> (*)(const CacheConfig&
 bool register_device_format(const char* name, DeviceFormatFactory make);
 // The format c.format names; throws Error listing the registered ones when none has the name.
 std::unique_ptr<DeviceFormat> make_device_format(const CacheConfig& c);
-std::vector<std::string> device_format_names();
 
 // Registers factory under name from the family's own file. The CUDA library is linked whole
 // (src/cuda/CMakeLists.txt), so every family's registration is kept.
