@@ -7,7 +7,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -24,9 +26,19 @@ namespace {
 constexpr size_t kHeads = 2, kGroup = 4;
 
 // The layer shape a method is built with here: a calibrated method (veloxquant/calibration.h)
-// gets tables fitted to an independent synthetic draw, not to the tokens it is checked on.
+// gets tables fitted to an independent synthetic draw, not to the tokens it is checked on. The
+// fit is the same for every cache a test fills with one shape, so it is made once per shape
+// (refitting for each of a test's fills took most of the sanitizer passes' time).
 LayerShape shape_for(const std::string& spec, size_t heads, size_t hd, uint64_t seed) {
-  return with_synthetic_calibration(parse_spec(spec), LayerShape{heads, hd, 0, seed});
+  static std::map<std::tuple<std::string, size_t, size_t, uint64_t>, LayerShape> fitted;
+  static std::mutex m;
+  std::lock_guard<std::mutex> lock(m);
+  const auto key = std::make_tuple(spec, heads, hd, seed);
+  auto it = fitted.find(key);
+  if (it == fitted.end()) {
+    it = fitted.emplace(key, with_synthetic_calibration(parse_spec(spec), LayerShape{heads, hd, 0, seed})).first;
+  }
+  return it->second;
 }
 
 // (method name, head_dim)
