@@ -5,6 +5,9 @@
 # finding (crash, sanitizer report, leak, timeout, out-of-memory) and leaves the input that caused
 # it in build-fuzz/fuzz-artifacts/<target>/; reproduce with build-fuzz/fuzz/fuzz_<target> FILE.
 #   scripts/fuzz.sh [seconds-per-target]   (default 30)
+#   FUZZ_BUILD_DIR  the build folder (default build-fuzz). One already configured with
+#                   VELOXQUANT_FUZZ=ON is used as it is: CI's sanitizer build carries the fuzzing
+#                   instrumentation too, so its library serves the tests and the fuzzers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}
@@ -13,10 +16,12 @@ if ! [[ $seconds =~ ^[1-9][0-9]*$ ]]; then
   echo "usage: scripts/fuzz.sh [seconds-per-target], a whole number of seconds >= 1; got '$seconds'" >&2
   exit 2
 fi
-build=build-fuzz
+build=${FUZZ_BUILD_DIR:-build-fuzz}
 
-CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DVELOXQUANT_FUZZ=ON -DVELOXQUANT_BUILD_TESTS=OFF -DVELOXQUANT_BUILD_BENCH=OFF >/dev/null
+if ! grep -qs '^VELOXQUANT_FUZZ:BOOL=ON$' "$build/CMakeCache.txt"; then
+  CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DVELOXQUANT_FUZZ=ON -DVELOXQUANT_BUILD_TESTS=OFF -DVELOXQUANT_BUILD_BENCH=OFF >/dev/null
+fi
 cmake --build "$build" -j "$(nproc)" --target veloxquant_fuzzers
 
 failed=()
