@@ -3,7 +3,6 @@
 // Every method is measured in the same run so the ratios are side by side.
 //   veloxquant_bench_attend [--tokens=32768] [--spec=SPEC ...] [google-benchmark flags]
 #include <benchmark/benchmark.h>
-#include <omp.h>
 
 #include <cstring>
 #include <string>
@@ -11,6 +10,7 @@
 
 #include "eval/synthetic_kv.h"
 #include "veloxquant/cache.h"
+#include "veloxquant/threads.h"
 
 namespace {
 using namespace veloxquant;
@@ -51,7 +51,7 @@ void encode(benchmark::State& state, const std::string& spec, size_t tokens) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  omp_set_num_threads(1);
+  set_threads(1);
   size_t tokens = 32768;
   std::vector<std::string> specs;
   std::vector<char*> rest;

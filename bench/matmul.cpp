@@ -3,7 +3,6 @@
 // GFLOP/s counts 2 rows cols n; GB/s counts the weight bytes read once per call.
 //   veloxquant_bench_matmul [--tokens=N] [google-benchmark flags]
 #include <benchmark/benchmark.h>
-#include <omp.h>
 
 #include <cstring>
 #include <string>
@@ -13,6 +12,7 @@
 #include "runtime/weights/weight_matrix.h"
 #include "veloxquant/gguf.h"
 #include "veloxquant/tensor.h"
+#include "veloxquant/threads.h"
 
 namespace {
 using namespace veloxquant;
@@ -60,7 +60,7 @@ std::vector<uint8_t> random_weights(GgmlType type, size_t n) {
 
 // n = 0 runs matvec, otherwise matmul with n tokens.
 void product(benchmark::State& state, GgmlType type, Shape s, size_t n, int threads) {
-  omp_set_num_threads(threads);
+  set_threads(threads);
   const std::vector<uint8_t> bytes = random_weights(type, s.rows * s.cols);
   const WeightMatrix w = WeightMatrix::view("w", type, s.rows, s.cols, bytes);
   const size_t tokens = n == 0 ? 1 : n;

@@ -27,9 +27,9 @@ def main():
     ap.add_argument("specs", nargs="+")
     args = ap.parse_args()
     exe = os.path.join(args.build, "veloxquant")
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env = dict(os.environ, VELOXQUANT_THREADS="1")
     print(f"`python3 bench/method_table.py {' '.join(args.specs)}` — each row is "
-          f"`OMP_NUM_THREADS=1 {args.build}/veloxquant bench --kv SPEC --json` (4096 synthetic tokens, "
+          f"`VELOXQUANT_THREADS=1 {args.build}/veloxquant bench --kv SPEC --json` (4096 synthetic tokens, "
           f"4 KV heads, head_dim 128, 4 query heads per KV head, seed 0); "
           f"{cpu_model()}, {os.cpu_count()} cores; {datetime.date.today().isoformat()}.")
     print()

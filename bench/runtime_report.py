@@ -191,9 +191,9 @@ def render_md(r: dict) -> str:
     ]
     if max([*loads, la0[0], la1[0]]) > st["max_load"]:
         md += ["**Caveat:** the machine was busy (load above the 2 CPUs) during this run. With"
-               " 2 threads, a thread pool that spins at barriers (llama.cpp's, OpenMP/OpenBLAS for"
-               " our prefill) stalls whenever one of its threads is descheduled, so the 2-thread"
-               " columns mostly measure contention; the 1-thread table is the fairer comparison.",
+               " 2 threads, a thread pool that waits at barriers (llama.cpp's) stalls whenever one"
+               " of its threads is descheduled, so the 2-thread columns mostly measure contention;"
+               " the 1-thread table is the fairer comparison.",
                ""]
     for t in st["threads"]:
         md += [f"## {t} thread{'s' if t > 1 else ''}", "",

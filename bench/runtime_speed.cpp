@@ -10,7 +10,6 @@
 //   veloxquant_bench_runtime -m MODEL [-p 512] [-n 128] [-d 0] [-t 1] [--kv fp16] [-r 5]
 //       [--device cpu|cuda] [--gpu-weights f16|f32] [--warmup 1] [--tg-warmup 0] [--batch 1]
 #include <fmt/format.h>
-#include <omp.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -20,6 +19,7 @@
 #include <vector>
 
 #include "veloxquant/model.h"
+#include "veloxquant/threads.h"
 
 namespace {
 using namespace veloxquant;
@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
   app.add_option("--batch", batch, "sequences in lockstep (device cuda)")->capture_default_str()->check(CLI::Range(1, 1024));
   CLI11_PARSE(app, argc, argv);
   try {
-    omp_set_num_threads(threads);
+    set_threads(threads);
     const Model model = Model::load(model_path);
     const size_t vocab = model.config().vocab;
     std::mt19937_64 rng(1234);

@@ -11,9 +11,9 @@ cd "$(dirname "$0")/.."
 packages=(build-essential cmake ninja-build pkg-config libgtest-dev libbenchmark-dev
           libeigen3-dev libhwy-dev libopenblas-dev libcli11-dev libfmt-dev nlohmann-json3-dev
           python3 python3-venv
-          # CI's fuzzing and ThreadSanitizer builds (docs/reliability.md): clang, its sanitizer
-          # runtimes with libFuzzer, and LLVM's libomp with the Archer TSan tool.
-          clang libclang-rt-dev libomp-dev)
+          # CI's sanitizer and fuzzing builds (docs/reliability.md): clang and its sanitizer
+          # runtimes with libFuzzer.
+          clang libclang-rt-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

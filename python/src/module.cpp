@@ -1,12 +1,12 @@
 // veloxquant._veloxquant: the library's codecs, caches and model runtime for Python. The package
 // veloxquant (python/veloxquant/__init__.py) re-exports what is defined here.
 #include <nanobind/nanobind.h>
-#include <omp.h>
 
 #include <string>
 
 #include "bindings.h"
 #include "veloxquant/error.h"
+#include "veloxquant/threads.h"
 
 namespace nb = nanobind;
 
@@ -52,8 +52,7 @@ NB_MODULE(_veloxquant, m) {
   });
 
   m.def("set_threads", [](int threads) {
-    if (threads < 1) throw veloxquant::Error("threads=" + std::to_string(threads) + "; expected 1 or more");
-    omp_set_num_threads(threads);
+    veloxquant::set_threads(threads);
   }, nb::arg("threads"), "CPU threads for the matrix products and attention (the CLI's --threads).");
 
   veloxquant::python::bind_methods(m);

@@ -29,5 +29,6 @@ def test_exception_hierarchy():
 
 def test_set_threads():
     vq.set_threads(1)
-    with pytest.raises(vq.Error, match="threads=0; expected 1 or more"):
+    with pytest.raises(vq.Error, match="threads=0; expected 1 to 1024"):
         vq.set_threads(0)
+    vq.set_threads(2)

@@ -49,7 +49,7 @@ void configure_blas() {
   static const bool configured = [] {
     fix_kernel_choice();
     // Debian's libopenblas0-pthread would start its own threads inside ours: the products
-    // parallelise over tiles of weight rows with OpenMP, each sgemm on its calling thread.
+    // parallelise over tiles of weight rows on the library's thread pool, each sgemm on its calling thread.
     openblas_set_num_threads(1);
     return true;
   }();

@@ -1,29 +1,32 @@
-// parallel_for over OpenMP that carries an exception out of the parallel region (an exception
-// escaping an OpenMP region terminates the program) and rethrows the first one on the caller.
+// parallel_for on the library's thread pool (src/core/thread_pool.cpp). Items are handed out one
+// at a time to whichever threads are running, the caller among them, so a worker that another
+// process keeps off its core holds back at most the item it took, never the whole loop. The first
+// exception thrown by an item reaches the caller after every other item has run.
 #pragma once
 
 #include <cstddef>
-#include <exception>
-#include <mutex>
+#include <memory>
+#include <type_traits>
+
+#include "veloxquant/threads.h"
 
 namespace veloxquant {
 
+namespace detail {
+using LoopItem = void (*)(void* body, size_t i);
+void run_loop(size_t n, LoopItem item, void* body, bool parallel);
+}  // namespace detail
+
+// True while the calling thread runs an item of a parallel_for: a loop inside it runs serially.
+bool in_parallel_for();
+
 // `parallel` false runs the loop on the calling thread: for work smaller than the cost of waking
-// the other threads (microseconds when they spin, far more when the machine is busy).
+// the other threads.
 template <typename Fn>
 void parallel_for(size_t n, Fn&& fn, bool parallel = true) {
-  std::exception_ptr error;
-  std::mutex m;
-#pragma omp parallel for schedule(dynamic) if (parallel)
-  for (size_t i = 0; i < n; ++i) {
-    try {
-      fn(i);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(m);
-      if (!error) error = std::current_exception();
-    }
-  }
-  if (error) std::rethrow_exception(error);
+  using Body = std::remove_reference_t<Fn>;
+  void* body = const_cast<void*>(static_cast<const void*>(std::addressof(fn)));
+  detail::run_loop(n, [](void* b, size_t i) { (*static_cast<Body*>(b))(i); }, body, parallel);
 }
 
 }  // namespace veloxquant

@@ -1,7 +1,6 @@
 // `veloxquant eval`'s run: settings checked, specs expanded and built for the model before any
 // measurement, then the fp16 baseline and every spec measured in order against it.
 #include <fmt/format.h>
-#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +10,7 @@
 #include "eval/eval_report.h"
 #include "eval/method_eval.h"
 #include "veloxquant/error.h"
+#include "veloxquant/threads.h"
 
 namespace veloxquant {
 namespace {
@@ -103,7 +103,7 @@ EvalRun run_eval(const Model& model, std::string_view text, const EvalOptions& o
   setup.decode_prompt = context - options.decode_tokens;
   setup.decode_tokens = options.decode_tokens;
   setup.observed_tokens = o.observe_tokens;
-  setup.threads = omp_get_max_threads();
+  setup.threads = threads();
   return run;
 }
 

@@ -3,7 +3,6 @@
 // every tail and the threaded paths; the int8 activations of the quantized types and the integer
 // kernels against the same sums in double; and WeightMatrix::from_gguf's checks.
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <cmath>
 #include <cstring>
@@ -18,6 +17,7 @@
 #include "runtime/weights/weight_matrix.h"
 #include "veloxquant/gguf.h"
 #include "veloxquant/tensor.h"
+#include "veloxquant/threads.h"
 
 namespace veloxquant::runtime {
 namespace {
@@ -248,13 +248,13 @@ std::string label(GgmlType type, Shape s) {
          std::to_string(s.cols);
 }
 
-// Runs fn with the global OpenMP thread count set to `threads`, then restores it.
+// Runs fn with the pool's thread count set to `n`, then restores it.
 template <class Fn>
-void with_threads(int threads, Fn&& fn) {
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(threads);
+void with_threads(int n, Fn&& fn) {
+  const int saved = threads();
+  set_threads(n);
   fn();
-  omp_set_num_threads(saved);
+  set_threads(saved);
 }
 
 TEST(WeightMatvec, MatchesScalarReferenceForEveryTypeAndShape) {

@@ -21,7 +21,7 @@ struct CalibrateArgs {
 };
 
 void run(const CalibrateArgs& a) {
-  omp_set_num_threads(a.threads);
+  set_threads(a.threads);
   const Spec spec = parse_spec(a.kv);
   // A spec naming artifacts already would be read, not written: say which directory is meant.
   if (spec.method->calibrated() && !spec.params.get_text("artifacts").empty()) {

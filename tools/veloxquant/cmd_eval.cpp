@@ -68,7 +68,7 @@ void print_recommendation(const std::vector<MethodEval>& rows, const Guardrail& 
 }
 
 void run(const EvalArgs& a) {
-  omp_set_num_threads(a.threads);
+  set_threads(a.threads);
   const auto start = std::chrono::steady_clock::now();
   const Model model = Model::load(a.model);
   std::optional<fs::path> out;

@@ -48,7 +48,7 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 }
 
 void run(const GenerateArgs& a) {
-  omp_set_num_threads(a.threads);
+  set_threads(a.threads);
   SamplerOptions sampling = a.sampling;
   if (!a.seed_given) sampling.seed = std::random_device{}();
   const Model model = Model::load(a.model);

@@ -20,7 +20,7 @@ struct PerplexityArgs {
 };
 
 void run(PerplexityArgs& a) {
-  omp_set_num_threads(a.threads);
+  set_threads(a.threads);
   const Model model = Model::load(a.model);
   const std::string text = read_text(a.file);
   a.options.progress = [](size_t done, size_t total, double ppl) {

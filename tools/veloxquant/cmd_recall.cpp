@@ -36,7 +36,7 @@ void print_table(const NeedleOptions& o, const NeedleResult& r) {
 }
 
 void run(RecallArgs& a) {
-  omp_set_num_threads(a.threads);
+  set_threads(a.threads);
   const Model model = Model::load(a.model);
   // No BOS here: needle_recall starts every sequence with its own.
   const std::vector<int32_t> haystack = model.tokenizer().encode(read_text(a.file), /*add_special=*/false);

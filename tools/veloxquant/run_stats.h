@@ -11,19 +11,19 @@
 #include <sstream>
 #include <string>
 
-#include <omp.h>
-
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "veloxquant/error.h"
 #include "veloxquant/model.h"
+#include "veloxquant/threads.h"
 
 namespace veloxquant::cli {
 
-// "--threads N": OpenMP threads for the matrix products and attention.
+// "--threads N": threads for the matrix products and attention; by default the CPUs this process
+// may run on (veloxquant/threads.h).
 inline void add_threads_option(CLI::App* cmd, int& threads) {
-  threads = omp_get_num_procs();
+  threads = default_threads();
   cmd->add_option("-t,--threads", threads, "CPU threads")->capture_default_str()->check(CLI::Range(1, 1024));
 }
 
