@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace veloxquant {
 
@@ -23,5 +24,19 @@ class ShapeError : public Error {
  public:
   using Error::Error;
 };
+
+// A GGUF file, session file or calibration artifact is corrupt, truncated, of an unsupported
+// version, or asks for something it lacks.
+class FormatError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Throws E("<context>: <what>") unless `ok`: the one-line checks of a method's parameters (E is
+// SpecError) or of a backend's configuration.
+template <class E = SpecError>
+void require(bool ok, std::string_view context, const std::string& what) {
+  if (!ok) throw E(std::string(context) + ": " + what);
+}
 
 }  // namespace veloxquant

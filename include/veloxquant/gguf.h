@@ -20,12 +20,6 @@
 
 namespace veloxquant {
 
-// A GGUF file is corrupt, truncated, of an unsupported version, or asks for something it lacks.
-class FormatError : public Error {
- public:
-  using Error::Error;
-};
-
 // ---- ggml tensor types -------------------------------------------------------------------------
 
 // Tensor element types by their ggml ids (ids 4, 5, 31..33 and 36..38 were retired by ggml).

@@ -81,9 +81,9 @@ class Model {
   size_t weight_bytes() const;
 
   struct Impl;
-  const Impl& impl() const { return *impl_; }
 
  private:
+  friend struct ModelInternals;  // the runtime's access to the weights (src/runtime/model/model_impl.h)
   explicit Model(std::shared_ptr<const Impl> impl);
   std::shared_ptr<const Impl> impl_;
 };

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "codecs/cachegen/cachegen_codec.h"
-#include "codecs/kivi/affine_grid.h"
+#include "codecs/common/affine_grid.h"
 #include "eval/synthetic_kv.h"
 #include "expect_error.h"
 #include "veloxquant/cache.h"
@@ -135,7 +135,7 @@ TEST(Cachegen, KeysMatchAnIndependentPerChannelGrid) {
   for (size_t c = 0; c < dim; ++c) {
     float lo = x[c], hi = x[c];
     for (size_t t = 0; t < block; ++t) lo = std::min(lo, x[t * dim + c]), hi = std::max(hi, x[t * dim + c]);
-    const kivi::AffineGrid g = kivi::AffineGrid::fit(lo, hi, 4);
+    const AffineGrid g = AffineGrid::fit(lo, hi, 4);
     for (size_t t = 0; t < block; ++t)
       ASSERT_EQ(y[t * dim + c], g.min + g.scale * static_cast<float>(g.quantize(x[t * dim + c])));
   }

@@ -10,7 +10,7 @@
 #include "codec_test_helpers.h"
 #include "codecs/kvquant/kvquant_codec.h"
 #include "codecs/kvquant/kvquant_fit.h"
-#include "codecs/kvquant/nuq_levels.h"
+#include "core/nuq_levels.h"
 #include "core/bitpack.h"
 #include "core/half_bytes.h"
 #include "core/rng.h"
@@ -36,7 +36,7 @@ std::vector<float> uniform_levels(size_t n) {
 double level_mse(const std::vector<float>& u, const std::vector<float>& levels) {
   double e = 0;
   for (float x : u) {
-    const float y = levels[kvquant::nearest_level(levels, x)];
+    const float y = levels[nearest_level(levels, x)];
     e += (x - y) * static_cast<double>(x - y);
   }
   return e / static_cast<double>(u.size());
@@ -53,7 +53,7 @@ TEST(KvquantNuq, KmeansLevelsBeatAUniformGridAtEqualBits) {
   const std::vector<float> fit = bell_samples(20000, 1), held_out = bell_samples(20000, 2);
   const std::vector<float> ones(fit.size(), 1.0f);
   for (size_t bits : {2, 3, 4}) {
-    const std::vector<float> nuq = kvquant::weighted_kmeans_1d(fit, ones, size_t{1} << bits);
+    const std::vector<float> nuq = weighted_kmeans_1d(fit, ones, size_t{1} << bits);
     ASSERT_TRUE(std::is_sorted(nuq.begin(), nuq.end()));
     const double a = level_mse(held_out, nuq), b = level_mse(held_out, uniform_levels(size_t{1} << bits));
     EXPECT_LT(a, 0.8 * b) << bits << " bits: NUQ " << a << ", uniform " << b;
@@ -64,8 +64,8 @@ TEST(KvquantNuq, ActivationWeightsPullLevelsTowardLargeValues) {
   const std::vector<float> u = bell_samples(20000, 3);
   std::vector<float> ones(u.size(), 1.0f), squares(u.size());
   for (size_t i = 0; i < u.size(); ++i) squares[i] = u[i] * u[i];
-  const std::vector<float> plain = kvquant::weighted_kmeans_1d(u, ones, 8);
-  const std::vector<float> weighted = kvquant::weighted_kmeans_1d(u, squares, 8);
+  const std::vector<float> plain = weighted_kmeans_1d(u, ones, 8);
+  const std::vector<float> weighted = weighted_kmeans_1d(u, squares, 8);
   EXPECT_GT(weighted.back(), plain.back());
   EXPECT_LT(weighted.front(), plain.front());
 }

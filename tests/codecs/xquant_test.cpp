@@ -23,7 +23,7 @@ namespace {
 
 using test::sq_error;
 
-std::unique_ptr<kivi::GridCodec> kivi_codec(bool keys, size_t d, unsigned bits, size_t group) {
+std::unique_ptr<GridCodec> kivi_codec(bool keys, size_t d, unsigned bits, size_t group) {
   if (keys) return std::make_unique<kivi::KiviKeyCodec>(d, bits, group);
   return std::make_unique<kivi::KiviValueCodec>(d, bits, group);
 }
@@ -54,7 +54,7 @@ TEST(XQuant, TheLeaderIsKiviAndTheFollowerDecodesFromItsCodesWithItsOwnGrids) {
                      (mode == FollowerGrid::MinMax ? ", min/max" : ", least squares"));
         const size_t group = 32, n = 4 * group;
         const XQuantPairCodec codec(kivi_codec(keys, d, 2, group), mode, 0.0);
-        const kivi::GridCodec& kivi = codec.base();
+        const GridCodec& kivi = codec.base();
         const std::vector<float> a = test::gaussian(n * d, d + keys), b = follower_of(a, 7);
         const Encoded e = encode(codec, a, b, n);
         std::vector<uint8_t> by_kivi(kivi.code_bytes(n));
@@ -163,7 +163,7 @@ TEST(XQuant, DataFreeCalibrationNarrowsTheGrids) {
   const XQuantPairCodec plain(kivi_codec(true, d, 2, group), FollowerGrid::MinMax, 0.0);
   const XQuantPairCodec calibrated(kivi_codec(true, d, 2, group), FollowerGrid::MinMax, 0.2);
   const Encoded p = encode(plain, a, b, group), c = encode(calibrated, a, b, group);
-  const kivi::GridCodec& kivi = plain.base();
+  const GridCodec& kivi = plain.base();
   std::vector<uint8_t> qp(group * d), qc(group * d);
   kivi.unpack_codes(p.leader.data(), qp.data());
   kivi.unpack_codes(c.leader.data(), qc.data());

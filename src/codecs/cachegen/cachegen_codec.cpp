@@ -6,7 +6,7 @@
 #include <string>
 
 #include "codecs/cachegen/rans.h"
-#include "codecs/kivi/affine_grid.h"
+#include "codecs/common/affine_grid.h"
 #include "core/bitpack.h"
 #include "veloxquant/error.h"
 #include "veloxquant/tensor.h"
@@ -39,7 +39,7 @@ QuantizedBlock CachegenCodec::quantize(const float* x) const {
     for (size_t c = 0; c < dim_; ++c) {
       float lo = x[c], hi = x[c];
       for (size_t t = 1; t < block_; ++t) lo = std::min(lo, x[t * dim_ + c]), hi = std::max(hi, x[t * dim_ + c]);
-      const kivi::AffineGrid g = kivi::AffineGrid::fit(lo, hi, bits_);
+      const AffineGrid g = AffineGrid::fit(lo, hi, bits_);
       q.step[c] = g.scale_f16;
       q.min[c] = g.min_f16;
       for (size_t t = 0; t < block_; ++t) q.codes[t * dim_ + c] = g.quantize(x[t * dim_ + c]);
@@ -50,7 +50,7 @@ QuantizedBlock CachegenCodec::quantize(const float* x) const {
         const size_t c0 = gi * group_, c1 = std::min(dim_, c0 + group_);
         const float* row = x + t * dim_;
         const auto [lo, hi] = std::minmax_element(row + c0, row + c1);
-        const kivi::AffineGrid g = kivi::AffineGrid::fit(*lo, *hi, bits_);
+        const AffineGrid g = AffineGrid::fit(*lo, *hi, bits_);
         q.step[t * groups_ + gi] = g.scale_f16;
         q.min[t * groups_ + gi] = g.min_f16;
         for (size_t c = c0; c < c1; ++c) q.codes[t * dim_ + c] = g.quantize(row[c]);

@@ -4,7 +4,7 @@
 // A block is `block` tokens of one stream (the keys or the values of one KV head):
 //  - keys are quantized per channel over the block's tokens, values per token over groups of
 //    `group` channels (the last group may be shorter), each on an asymmetric min/max grid of
-//    2^bits levels with fp16 step and minimum (kivi/affine_grid.h, the same grid as KIVI);
+//    2^bits levels with fp16 step and minimum (common/affine_grid.h, the same grid as KIVI);
 //  - the codes of the block's first token (the anchor) are stored bit-packed; every later token
 //    stores d = (code_t - code_{t-1}) mod 2^bits per channel, a lossless delta;
 //  - the deltas are coded with rANS under a static frequency table fitted to the block.

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "codecs/kivi/affine_grid.h"
+#include "codecs/common/affine_grid.h"
 #include "core/bitpack.h"
 #include "core/half_bytes.h"
 #include "core/rng.h"
@@ -142,7 +142,7 @@ void GearCodec::decode_block(const uint8_t* in, float* x) const {
 void GearCodec::encode(const float* x, size_t n, uint8_t* codes) const {
   const size_t d = dim_, nb = n_, total = nb * d;
   std::vector<uint8_t> q(total);
-  std::vector<kivi::AffineGrid> grids(m_);
+  std::vector<AffineGrid> grids(m_);
   std::vector<float> rebuilt(total);
   std::vector<double> res(total), fa, fb;
   std::vector<uint32_t> order(total);
@@ -159,7 +159,7 @@ void GearCodec::encode(const float* x, size_t n, uint8_t* codes) const {
         const auto [l, h] = std::minmax_element(xb + g * d, xb + (g + 1) * d);
         lo = *l, hi = *h;
       }
-      grids[g] = kivi::AffineGrid::fit(lo, hi, bits_);
+      grids[g] = AffineGrid::fit(lo, hi, bits_);
       store_half(out + 2 * g, grids[g].scale_f16);
       store_half(out + 2 * (m_ + g), grids[g].min_f16);
     }
@@ -171,7 +171,7 @@ void GearCodec::encode(const float* x, size_t n, uint8_t* codes) const {
     // The base reconstruction, the same expression decode() evaluates.
     for (size_t t = 0; t < nb; ++t)
       for (size_t c = 0; c < d; ++c) {
-        const kivi::AffineGrid& g = grids[axis_ == Axis::PerChannel ? c : t];
+        const AffineGrid& g = grids[axis_ == Axis::PerChannel ? c : t];
         rebuilt[t * d + c] = g.min + g.scale * static_cast<float>(q[t * d + c]);
       }
     // 2. Residual R = X - Q(X); the k largest |R| entries become the sparse part.

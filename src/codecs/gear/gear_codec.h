@@ -5,7 +5,7 @@
 // Block of n tokens, head_dim d, b bits, rank r, k sparse entries (k = round(sparsity * n * d)):
 //   fp16 scale[m], fp16 min[m]       base grids: m = d for keys (per channel over the block's
 //                                    tokens), m = n for values (per token over its channels);
-//                                    the grid of kivi/affine_grid.h
+//                                    the grid of common/affine_grid.h
 //   codes                            n * d codes of b bits, one little-endian bit stream
 //                                    (core/bitpack.h), token-major
 //   fp16 A[n][r], fp16 B[r][d]       low-rank factors of the residual (U sqrt(S), sqrt(S) V^T)

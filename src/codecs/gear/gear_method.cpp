@@ -6,14 +6,6 @@
 #include "veloxquant/error.h"
 
 namespace veloxquant {
-namespace {
-
-void require(bool ok, const std::string& what) {
-  if (!ok) throw SpecError("gear: " + what);
-}
-
-}  // namespace
-
 MethodInfo gear_method() {
   MethodInfo m;
   m.name = "gear";
@@ -32,16 +24,18 @@ MethodInfo gear_method() {
     const long bits = p.get_int("bits"), rank = p.get_int("rank"), block = p.get_int("block");
     const double sparsity = p.get_float("sparsity");
     const size_t d = s.head_dim;
-    require(bits == 2 || bits == 4, "bits=" + std::to_string(bits) + " is not supported; expected 2 or 4");
-    require(block >= 16 && block <= 1024 && block % 16 == 0,
+    require(bits == 2 || bits == 4, "gear",
+            "bits=" + std::to_string(bits) + " is not supported; expected 2 or 4");
+    require(block >= 16 && block <= 1024 && block % 16 == 0, "gear",
             "block=" + std::to_string(block) + " is not a multiple of 16 in 16..1024");
-    require(d >= 1, "head_dim 0; expected at least 1");
-    require(rank >= 0 && rank <= 16, "rank=" + std::to_string(rank) + " is out of range; expected 0..16");
-    require(static_cast<size_t>(rank) <= std::min(static_cast<size_t>(block), d),
+    require(d >= 1, "gear", "head_dim 0; expected at least 1");
+    require(rank >= 0 && rank <= 16, "gear",
+            "rank=" + std::to_string(rank) + " is out of range; expected 0..16");
+    require(static_cast<size_t>(rank) <= std::min(static_cast<size_t>(block), d), "gear",
             "rank=" + std::to_string(rank) + " exceeds min(block, head_dim) = " +
                 std::to_string(std::min(static_cast<size_t>(block), d)) + "; expected 0.." +
                 std::to_string(std::min(static_cast<size_t>(block), d)));
-    require(sparsity >= 0.0 && sparsity <= 0.1,
+    require(sparsity >= 0.0 && sparsity <= 0.1, "gear",
             "sparsity=" + std::to_string(sparsity) + " is out of range; expected 0..0.1");
     gear::GearConfig cfg;
     cfg.bits = static_cast<unsigned>(bits);

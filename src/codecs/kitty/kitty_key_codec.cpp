@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "codecs/kivi/affine_grid.h"
+#include "codecs/common/affine_grid.h"
 #include "core/bitpack.h"
 #include "core/half_bytes.h"
 #include "veloxquant/error.h"
@@ -35,7 +35,7 @@ void KittyKeyCodec::encode(const float* x, size_t n, uint8_t* codes) const {
   const size_t d = dim_, g = group_;
   std::vector<float> lo(d), hi(d), range(d);
   std::vector<uint32_t> order(d);
-  std::vector<kivi::AffineGrid> grids(d);
+  std::vector<AffineGrid> grids(d);
   std::vector<uint8_t> low(g * (d - k_)), high(g * k_);
   for (size_t b = 0; b < n / g; ++b) {
     const float* xb = x + b * g * d;
@@ -54,7 +54,7 @@ void KittyKeyCodec::encode(const float* x, size_t n, uint8_t* codes) const {
       for (size_t i = 0; i < k_; ++i) out[order[i] / 8] = static_cast<uint8_t>(out[order[i] / 8] | (1u << (order[i] % 8)));
     }
     for (size_t c = 0; c < d; ++c) {
-      grids[c] = kivi::AffineGrid::fit(lo[c], hi[c], boosted(out, c) ? high_bits_ : bits_);
+      grids[c] = AffineGrid::fit(lo[c], hi[c], boosted(out, c) ? high_bits_ : bits_);
       store_half(out + grids_offset() + 2 * c, grids[c].scale_f16);
       store_half(out + grids_offset() + 2 * (d + c), grids[c].min_f16);
     }

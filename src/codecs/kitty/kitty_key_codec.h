@@ -6,7 +6,7 @@
 // Block of G tokens, head_dim d, k boosted channels, b low bits, h high bits:
 //   mask[ceil(d / 8)]          bit c (byte c / 8, bit c % 8) set when channel c is boosted;
 //                              exactly k bits set, padding bits zero
-//   fp16 scale[d], fp16 min[d] one grid per channel (kivi/affine_grid.h), at h bits for a
+//   fp16 scale[d], fp16 min[d] one grid per channel (common/affine_grid.h), at h bits for a
 //                              boosted channel, b bits otherwise
 //   low codes                  G x (d - k) codes of b bits, token-major, channels in ascending
 //                              order, one little-endian bit stream (core/bitpack.h)

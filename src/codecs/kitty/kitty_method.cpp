@@ -6,14 +6,6 @@
 #include "veloxquant/error.h"
 
 namespace veloxquant {
-namespace {
-
-void require(bool ok, const std::string& what) {
-  if (!ok) throw SpecError("kitty: " + what);
-}
-
-}  // namespace
-
 MethodInfo kitty_method() {
   MethodInfo m;
   m.name = "kitty";
@@ -39,12 +31,16 @@ MethodInfo kitty_method() {
     LayerCodecs c;
     // Values first: their check also covers the group rule the keys share.
     c.value = kivi::KiviValueCodec::create("kitty", d, p.get_int("vbits"), "vbits", group, "group");
-    require(bits == 2 || bits == 4, "bits=" + std::to_string(bits) + " is not supported; expected 2 or 4");
-    require(high == 4 || high == 8, "high_bits=" + std::to_string(high) + " is not supported; expected 4 or 8");
-    require(high > bits, "high_bits=" + std::to_string(high) + " is not above bits=" + std::to_string(bits) +
+    require(bits == 2 || bits == 4, "kitty",
+            "bits=" + std::to_string(bits) + " is not supported; expected 2 or 4");
+    require(high == 4 || high == 8, "kitty",
+            "high_bits=" + std::to_string(high) + " is not supported; expected 4 or 8");
+    require(high > bits, "kitty",
+            "high_bits=" + std::to_string(high) + " is not above bits=" + std::to_string(bits) +
                              "; expected high_bits > bits");
-    require(boost >= 0.0 && boost <= 0.5, "boost=" + std::to_string(boost) + " is out of range; expected 0..0.5");
-    require(d >= 1, "head_dim 0; expected at least 1");
+    require(boost >= 0.0 && boost <= 0.5, "kitty",
+            "boost=" + std::to_string(boost) + " is out of range; expected 0..0.5");
+    require(d >= 1, "kitty", "head_dim 0; expected at least 1");
     c.key = std::make_unique<kitty::KittyKeyCodec>(d, static_cast<unsigned>(bits), static_cast<unsigned>(high),
                                                    kitty::boost_channels(boost, d), static_cast<size_t>(group));
     c.residual = static_cast<size_t>(p.get_int("residual"));

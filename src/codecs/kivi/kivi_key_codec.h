@@ -5,7 +5,7 @@
 // (dense_codes.h). Both take 4 dim + G dim bits / 8 bytes.
 #pragma once
 
-#include "codecs/kivi/grid_codec.h"
+#include "codecs/common/grid_codec.h"
 
 namespace veloxquant::kivi {
 

@@ -9,14 +9,6 @@
 #include "veloxquant/error.h"
 
 namespace veloxquant {
-namespace {
-
-void require(bool ok, const std::string& what) {
-  if (!ok) throw SpecError("kivi: " + what);
-}
-
-}  // namespace
-
 MethodInfo kivi_method() {
   MethodInfo m;
   m.name = "kivi";
@@ -39,7 +31,7 @@ MethodInfo kivi_method() {
     // head_dim works: lane tiles where it fits them, the dense layout elsewhere.
     c.value = kivi::KiviValueCodec::create("kivi", d, p.get_int("vbits"), "vbits", group, "group");
     const long kb = p.get_int("kbits");
-    require(kb == 2 || kb == 4 || kb == 8,
+    require(kb == 2 || kb == 4 || kb == 8, "kivi",
             "kbits=" + std::to_string(kb) + " is not supported; expected 2, 4 or 8 (codes are packed whole per byte)");
     c.key = std::make_unique<kivi::KiviKeyCodec>(d, static_cast<unsigned>(kb), static_cast<size_t>(group));
     c.residual = static_cast<size_t>(p.get_int("residual"));

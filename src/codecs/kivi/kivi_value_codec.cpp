@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "codecs/kivi/affine_grid.h"
+#include "codecs/common/affine_grid.h"
 #include "codecs/kivi/lane_tiles.h"
 #include "core/bitpack.h"
 #include "veloxquant/error.h"

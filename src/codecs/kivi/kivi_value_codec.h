@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "codecs/kivi/grid_codec.h"
+#include "codecs/common/grid_codec.h"
 
 namespace veloxquant::kivi {
 

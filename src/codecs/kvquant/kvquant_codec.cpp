@@ -6,7 +6,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "codecs/kvquant/nuq_levels.h"
+#include "core/nuq_levels.h"
 #include "core/bitpack.h"
 #include "core/half_bytes.h"
 #include "veloxquant/error.h"

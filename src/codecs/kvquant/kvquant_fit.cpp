@@ -13,7 +13,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "codecs/kvquant/nuq_levels.h"
+#include "core/nuq_levels.h"
 #include "veloxquant/tensor.h"
 
 namespace veloxquant::kvquant {

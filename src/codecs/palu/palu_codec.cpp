@@ -6,7 +6,7 @@
 #include <cmath>
 #include <utility>
 
-#include "codecs/kivi/affine_grid.h"
+#include "codecs/common/affine_grid.h"
 #include "codecs/palu/palu_basis.h"
 #include "core/bitpack.h"
 #include "core/half_bytes.h"
@@ -128,7 +128,7 @@ void PaluCodec::encode(const float* x, size_t n, uint8_t* codes) const {
     for (const Part& p : parts_) {
       const auto [lo, hi] = std::minmax_element(y.begin() + static_cast<std::ptrdiff_t>(p.first),
                                                 y.begin() + static_cast<std::ptrdiff_t>(p.first + p.count));
-      const kivi::AffineGrid g = kivi::AffineGrid::fit(*lo, *hi, p.bits);
+      const AffineGrid g = AffineGrid::fit(*lo, *hi, p.bits);
       store_half(rec + p.grid_offset, g.min_f16);
       store_half(rec + p.grid_offset + 2, g.scale_f16);
       for (size_t j = 0; j < p.count; ++j) q[j] = g.quantize(y[p.first + j]);

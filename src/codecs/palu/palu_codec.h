@@ -7,7 +7,7 @@
 // Token record (block_tokens() == 1), the parts in this order, an empty part (hi == 0 or
 // hi == rank) taking no bytes:
 //   fp16 min, fp16 step           grid of the hi part: latents [0, hi), the leading singular
-//                                 directions (kivi/affine_grid.h: min rounded down, step up)
+//                                 directions (common/affine_grid.h: min rounded down, step up)
 //   fp16 min, fp16 step           grid of the lo part: latents [hi, rank)
 //   hi * hi_bits bits             codes of the hi part, one little-endian bit stream
 //                                 (core/bitpack.h), padded to a byte

@@ -7,14 +7,6 @@
 #include "veloxquant/error.h"
 
 namespace veloxquant {
-namespace {
-
-void require(bool ok, const std::string& what) {
-  if (!ok) throw SpecError("palu: " + what);
-}
-
-}  // namespace
-
 MethodInfo palu_method() {
   MethodInfo m;
   m.name = "palu";
@@ -36,14 +28,16 @@ MethodInfo palu_method() {
     const double ratio = p.get_float("rank_ratio"), hi_fraction = p.get_float("hi_fraction");
     const long hi_bits = p.get_int("hi_bits"), lo_bits = p.get_int("lo_bits"), group = p.get_int("group");
     const size_t d = s.head_dim;
-    require(ratio > 0.0 && ratio <= 1.0, "rank_ratio=" + std::to_string(ratio) + " is out of range; expected above 0, at most 1");
-    require(hi_fraction >= 0.0 && hi_fraction <= 1.0,
+    require(ratio > 0.0 && ratio <= 1.0, "palu",
+            "rank_ratio=" + std::to_string(ratio) + " is out of range; expected above 0, at most 1");
+    require(hi_fraction >= 0.0 && hi_fraction <= 1.0, "palu",
             "hi_fraction=" + std::to_string(hi_fraction) + " is out of range; expected 0..1");
-    require(hi_bits >= 1 && hi_bits <= 8, "hi_bits=" + std::to_string(hi_bits) + " is out of range; expected 1..8");
-    require(lo_bits >= 1 && lo_bits <= hi_bits,
+    require(hi_bits >= 1 && hi_bits <= 8, "palu",
+            "hi_bits=" + std::to_string(hi_bits) + " is out of range; expected 1..8");
+    require(lo_bits >= 1 && lo_bits <= hi_bits, "palu",
             "lo_bits=" + std::to_string(lo_bits) + " is out of range; expected 1..hi_bits (" + std::to_string(hi_bits) + ")");
-    require(group >= 1, "group=" + std::to_string(group) + " is out of range; expected at least 1");
-    require(d >= 1, "head_dim 0; expected at least 1");
+    require(group >= 1, "palu", "group=" + std::to_string(group) + " is out of range; expected at least 1");
+    require(d >= 1, "palu", "head_dim 0; expected at least 1");
     palu::PaluConfig cfg;
     cfg.dim = d;
     cfg.rank = std::clamp<size_t>(static_cast<size_t>(std::lround(ratio * static_cast<double>(d))), 1, d);

@@ -18,10 +18,6 @@ namespace {
 // E[<s, q> sign(<s, k>)] = sqrt(2/pi) <q, k> / ||k|| for s ~ N(0, I): this undoes that factor.
 const float kSqrtHalfPi = static_cast<float>(std::sqrt(std::numbers::pi / 2));
 
-void require(bool ok, const std::string& what) {
-  if (!ok) throw SpecError("qjl: " + what);
-}
-
 void pack_signs(const float* v, size_t m, uint8_t* bits) {
   for (size_t b = 0; b < m / 8; ++b) {
     uint8_t byte = 0;
@@ -45,17 +41,17 @@ void store_u16(uint16_t v, uint8_t* p) {
 }  // namespace
 
 QjlKeyCodec::QjlKeyCodec(const QjlKeyConfig& config) : cfg_(config) {
-  require(cfg_.dim >= 1, "head_dim 0; expected at least 1");
-  require(cfg_.proj % 8 == 0 && cfg_.proj >= 8,
+  require(cfg_.dim >= 1, "qjl", "head_dim 0; expected at least 1");
+  require(cfg_.proj % 8 == 0 && cfg_.proj >= 8, "qjl",
           "proj=" + std::to_string(cfg_.proj) + "; expected a multiple of 8 (whole bytes of signs)");
   split_ = cfg_.outliers > 0;
   if (split_) {
-    require(cfg_.outliers < cfg_.dim, "outliers=" + std::to_string(cfg_.outliers) +
+    require(cfg_.outliers < cfg_.dim, "qjl", "outliers=" + std::to_string(cfg_.outliers) +
                                           "; expected fewer than head_dim " + std::to_string(cfg_.dim));
-    require(cfg_.outlier_proj % 8 == 0 && cfg_.outlier_proj >= 8 && cfg_.outlier_proj <= cfg_.proj,
+    require(cfg_.outlier_proj % 8 == 0 && cfg_.outlier_proj >= 8 && cfg_.outlier_proj <= cfg_.proj, "qjl",
             "outlier_proj=" + std::to_string(cfg_.outlier_proj) +
                 "; expected a multiple of 8 in 8..proj (" + std::to_string(cfg_.proj) + ")");
-    require(cfg_.group >= 1, "group=0; expected at least 1 token");
+    require(cfg_.group >= 1, "qjl", "group=0; expected at least 1 token");
     block_ = cfg_.group;
     index_bytes_ = cfg_.dim > 256 ? 2 : 1;
   }

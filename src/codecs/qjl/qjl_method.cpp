@@ -15,10 +15,6 @@ namespace {
 
 constexpr uint64_t kKeyProjectionStream = 0x716a6c;  // "qjl"
 
-void require(bool ok, const std::string& what) {
-  if (!ok) throw SpecError("qjl: " + what);
-}
-
 // The key codec's sizes for this head_dim and its sketch seed, from the spec.
 QjlKeyConfig key_config(const Params& p, const LayerShape& s) {
   QjlKeyConfig k;
@@ -27,8 +23,9 @@ QjlKeyConfig key_config(const Params& p, const LayerShape& s) {
   const size_t outlier_proj = static_cast<size_t>(p.get_int("outlier_proj"));
   // The rules between the values as given, so that whether a spec is valid does not depend on
   // the head_dim that caps them below.
-  require(proj % 8 == 0, "proj=" + std::to_string(proj) + "; expected a multiple of 8 (whole bytes of signs)");
-  require(outlier_proj % 8 == 0 && outlier_proj <= proj,
+  require(proj % 8 == 0, "qjl",
+          "proj=" + std::to_string(proj) + "; expected a multiple of 8 (whole bytes of signs)");
+  require(outlier_proj % 8 == 0 && outlier_proj <= proj, "qjl",
           "outlier_proj=" + std::to_string(outlier_proj) + "; expected a multiple of 8 in 8..proj (" +
               std::to_string(proj) + ")");
   // Small heads: a sketch is only worth storing while it is well below the fp16 key (16 bits per

@@ -12,7 +12,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "codecs/kvquant/nuq_levels.h"
+#include "core/nuq_levels.h"
 #include "codecs/spectral/bit_allocation.h"
 #include "codecs/spectral/spectral_key_codec.h"
 
@@ -21,7 +21,7 @@ namespace {
 
 std::vector<float> lloyd_max_levels(const std::vector<float>& samples, unsigned bits) {
   const std::vector<float> ones(samples.size(), 1.0f);
-  return kvquant::weighted_kmeans_1d(samples, ones, size_t{1} << bits);
+  return weighted_kmeans_1d(samples, ones, size_t{1} << bits);
 }
 
 }  // namespace

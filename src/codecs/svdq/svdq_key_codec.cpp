@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "codecs/kivi/affine_grid.h"
+#include "codecs/common/affine_grid.h"
 #include "core/simd.h"
 #include "veloxquant/error.h"
 
@@ -85,7 +85,7 @@ void SvdqKeyCodec::check_codes(const uint8_t* codes, size_t n) const {
     for (const LatentTier& t : tiers_) {
       const auto* halves = reinterpret_cast<const uint16_t*>(codes + blk * block_bytes_ + t.offset);
       try {
-        kivi::check_stored_grids(halves, halves + t.count, t.count, "key", blk);  // scales, then mins
+        check_stored_grids(halves, halves + t.count, t.count, "key", blk);  // scales, then mins
       } catch (const Error& e) {
         throw Error("svdq: latent channels " + std::to_string(t.first) + ".." +
                     std::to_string(t.first + t.count - 1) + " (" + std::to_string(t.bits) +

@@ -8,18 +8,14 @@
 namespace veloxquant {
 namespace {
 
-void require(bool ok, const std::string& what) {
-  if (!ok) throw SpecError("svdq: " + what);
-}
-
 // parts8 eighths of the latent channels at 8 bits, then parts4 at 4, parts2 at 2, the rest
 // dropped: non-increasing bits by construction.
 svdq::Schedule schedule_of(long parts8, long parts4, long parts2) {
   const std::string given = "parts8=" + std::to_string(parts8) + ", parts4=" + std::to_string(parts4) +
                             ", parts2=" + std::to_string(parts2);
   const long kept = parts8 + parts4 + parts2;
-  require(kept >= 1, given + " keep no latent channel; expected at least one eighth");
-  require(kept <= static_cast<long>(svdq::kParts),
+  require(kept >= 1, "svdq", given + " keep no latent channel; expected at least one eighth");
+  require(kept <= static_cast<long>(svdq::kParts), "svdq",
           given + " add up to " + std::to_string(kept) + " eighths; expected at most 8");
   svdq::Schedule s{};
   for (long p = 0; p < kept; ++p) s[static_cast<size_t>(p)] = p < parts8 ? 8 : p < parts8 + parts4 ? 4 : 2;

@@ -7,12 +7,12 @@ namespace veloxquant {
 namespace {
 
 std::unique_ptr<PairCodec> sharing(std::unique_ptr<Codec> kivi, const Params& p) {
-  auto* grid = dynamic_cast<kivi::GridCodec*>(kivi.get());
+  auto* grid = dynamic_cast<GridCodec*>(kivi.get());
   if (grid == nullptr) throw Error("xquant: KIVI's codec does not expose its grids");
   kivi.release();
   const auto follower = p.get_choice("follower") == "minmax" ? xquant::FollowerGrid::MinMax
                                                               : xquant::FollowerGrid::LeastSquares;
-  return std::make_unique<xquant::XQuantPairCodec>(std::unique_ptr<kivi::GridCodec>(grid), follower,
+  return std::make_unique<xquant::XQuantPairCodec>(std::unique_ptr<GridCodec>(grid), follower,
                                                    p.get_float("eta"));
 }
 

@@ -5,12 +5,12 @@
 #include <cstring>
 #include <vector>
 
-#include "codecs/kivi/affine_grid.h"
+#include "codecs/common/affine_grid.h"
 #include "veloxquant/tensor.h"
 
 namespace veloxquant::xquant {
 
-XQuantPairCodec::XQuantPairCodec(std::unique_ptr<kivi::GridCodec> base, FollowerGrid follower, double eta)
+XQuantPairCodec::XQuantPairCodec(std::unique_ptr<GridCodec> base, FollowerGrid follower, double eta)
     : base_(std::move(base)), follower_(follower), eta_(eta) {}
 
 void calibrate_grid(uint16_t& step, uint16_t& min, unsigned levels, double eta) {
@@ -75,7 +75,7 @@ void XQuantPairCodec::encode(const float* leader, const float* follower, size_t 
         fit_follower_grid(count[g], sq[g], sx[g], sqq[g], sqx[g], halves[g], halves[grids + g]);
         continue;
       }
-      const kivi::AffineGrid grid = kivi::AffineGrid::fit(lo[g], hi[g], base_->bits());
+      const AffineGrid grid = AffineGrid::fit(lo[g], hi[g], base_->bits());
       halves[g] = grid.scale_f16;
       halves[grids + g] = grid.min_f16;
       calibrate_grid(halves[g], halves[grids + g], levels, eta_);
@@ -104,7 +104,7 @@ void XQuantPairCodec::check_codes(bool follower, const uint8_t* codes, size_t n)
   for (size_t block = 0; block < n / block_tokens(); ++block) {
     std::vector<uint16_t> halves(2 * grids);
     std::memcpy(halves.data(), codes + block * grid_bytes(), grid_bytes());
-    kivi::check_stored_grids(halves.data(), halves.data() + grids, grids, "follower grid", block);
+    check_stored_grids(halves.data(), halves.data() + grids, grids, "follower grid", block);
   }
 }
 

@@ -16,7 +16,7 @@
 
 #include <memory>
 
-#include "codecs/kivi/grid_codec.h"
+#include "codecs/common/grid_codec.h"
 #include "veloxquant/pair_codec.h"
 
 namespace veloxquant::xquant {
@@ -26,7 +26,7 @@ enum class FollowerGrid { MinMax, LeastSquares };
 class XQuantPairCodec final : public PairCodec {
  public:
   // REQUIRES (checked by the method): 0 <= eta < 0.5.
-  XQuantPairCodec(std::unique_ptr<kivi::GridCodec> base, FollowerGrid follower, double eta);
+  XQuantPairCodec(std::unique_ptr<GridCodec> base, FollowerGrid follower, double eta);
 
   size_t dim() const override { return base_->dim(); }
   size_t block_tokens() const override { return base_->block_tokens(); }
@@ -40,11 +40,11 @@ class XQuantPairCodec final : public PairCodec {
   // The leader's: KIVI's checks. The follower's: every grid a finite step >= 0 and a finite minimum.
   void check_codes(bool follower, const uint8_t* codes, size_t n) const override;
 
-  const kivi::GridCodec& base() const { return *base_; }
+  const GridCodec& base() const { return *base_; }
 
  private:
   size_t grid_bytes() const { return 4 * base_->grids(); }
-  std::unique_ptr<kivi::GridCodec> base_;
+  std::unique_ptr<GridCodec> base_;
   FollowerGrid follower_;
   double eta_;
 };

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "codecs/kivi/affine_grid.h"
+#include "codecs/common/affine_grid.h"
 #include "core/bitpack.h"
 #include "core/half_bytes.h"
 #include "veloxquant/error.h"
@@ -95,7 +95,7 @@ void ZipCacheCodec::encode_salient(const float* x, size_t n, const float* attent
       for (size_t c = 0; c < d; ++c) y[c] = scale[c] > 0.0f ? xb[t * d + c] / scale[c] : 0.0f;
       const auto [lo, top] = std::minmax_element(y.begin(), y.end());
       const bool salient = is_set(out, t);
-      const kivi::AffineGrid grid = kivi::AffineGrid::fit(*lo, *top, salient ? high_bits_ : low_bits_);
+      const AffineGrid grid = AffineGrid::fit(*lo, *top, salient ? high_bits_ : low_bits_);
       store_half(out + grids_offset() + 2 * t, grid.scale_f16);
       store_half(out + grids_offset() + 2 * (g + t), grid.min_f16);
       uint8_t* q = salient ? &high[hi] : &low[li];

@@ -1,7 +1,7 @@
 // ZipCache (He et al., NeurIPS 2024, arXiv 2405.14256): per-token mixed precision. In every block
 // of G tokens the k tokens with the highest saliency (the normalized attention the cache measured
 // from the real queries, Codec::encode_salient) are quantized at h bits, the other G - k at l bits.
-// Each token has its own asymmetric min/max grid (kivi/affine_grid.h) over its channels. Keys are
+// Each token has its own asymmetric min/max grid (common/affine_grid.h) over its channels. Keys are
 // first divided channel by channel by c = sqrt(max |x|) over the block (the paper's
 // channel-separable tokenwise quantization), so that outlier channels do not stretch every
 // token's grid; values are quantized per token as they are.

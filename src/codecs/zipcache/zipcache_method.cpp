@@ -6,14 +6,6 @@
 #include "veloxquant/error.h"
 
 namespace veloxquant {
-namespace {
-
-void require(bool ok, const std::string& what) {
-  if (!ok) throw SpecError("zipcache: " + what);
-}
-
-}  // namespace
-
 MethodInfo zipcache_method() {
   MethodInfo m;
   m.name = "zipcache";
@@ -37,13 +29,16 @@ MethodInfo zipcache_method() {
     const long hi = p.get_int("hi_bits"), lo = p.get_int("lo_bits"), block = p.get_int("block");
     const double fraction = p.get_float("hi_fraction");
     const size_t d = s.head_dim;
-    require(lo >= 2 && lo <= 7, "lo_bits=" + std::to_string(lo) + " is out of range; expected 2..7");
-    require(hi > lo && hi <= 8, "hi_bits=" + std::to_string(hi) + " is not in lo_bits+1..8 (lo_bits=" +
+    require(lo >= 2 && lo <= 7, "zipcache",
+            "lo_bits=" + std::to_string(lo) + " is out of range; expected 2..7");
+    require(hi > lo && hi <= 8, "zipcache",
+            "hi_bits=" + std::to_string(hi) + " is not in lo_bits+1..8 (lo_bits=" +
                                     std::to_string(lo) + "); expected hi_bits > lo_bits");
-    require(fraction >= 0.0 && fraction <= 1.0,
+    require(fraction >= 0.0 && fraction <= 1.0, "zipcache",
             "hi_fraction=" + std::to_string(fraction) + " is out of range; expected 0..1");
-    require(block >= 8 && block <= 4096, "block=" + std::to_string(block) + " is out of range; expected 8..4096");
-    require(d >= 1, "head_dim 0; expected at least 1");
+    require(block >= 8 && block <= 4096, "zipcache",
+            "block=" + std::to_string(block) + " is out of range; expected 8..4096");
+    require(d >= 1, "zipcache", "head_dim 0; expected at least 1");
     const auto saliency = p.get_choice("saliency") == "attention" ? zipcache::Saliency::Attention
                                                                    : zipcache::Saliency::Norm;
     const size_t g = static_cast<size_t>(block), k = zipcache::salient_tokens(fraction, g);

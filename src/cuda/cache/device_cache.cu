@@ -19,10 +19,6 @@ namespace {
 
 size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
-void require(bool ok, const std::string& what) {
-  if (!ok) throw Error("cuda cache: " + what);
-}
-
 }  // namespace
 
 struct DeviceCache::Impl {
@@ -128,7 +124,7 @@ struct DeviceCache::Impl {
   size_t stored(bool key) const { return stream_payload(key) * streams() + format->shared_bytes(key) * config.batch; }
 
   HostStream download(const StreamView& s, int block, size_t b, size_t h, bool key) const {
-    require(b < config.batch && h < config.kv_heads,
+    require<Error>(b < config.batch && h < config.kv_heads, "cuda cache",
             "stream (" + std::to_string(b) + ", " + std::to_string(h) + ") is outside batch " +
                 std::to_string(config.batch) + " x kv_heads " + std::to_string(config.kv_heads));
     HostStream out;
@@ -151,7 +147,7 @@ DeviceCache::DeviceCache(const CacheConfig& config) : impl_(std::make_unique<Imp
   Impl& m = *impl_;
   m.config = config;
   m.format = make_device_format(config);
-  require(m.format->windowed() || config.residual == 0,
+  require<Error>(m.format->windowed() || config.residual == 0, "cuda cache",
           "residual " + std::to_string(config.residual) + "; the " + config.format +
               " format keeps no residual window (only windowed ones, kivi and qjl, do)");
   int device = 0;

@@ -2,7 +2,7 @@
 // per layer step. The CPU cache's rule decides what gets encoded (whole key groups and value
 // quads that leave the residual window); their rows come from the ring (older tokens) or from
 // the append (RoPE applied, rounded to fp16), and are encoded with the CPU codec's arithmetic
-// step for step (AffineGrid, kivi/affine_grid.h; the values in kivi_encode.cuh), so the bytes
+// step for step (AffineGrid, common/affine_grid.h; the values in kivi_encode.cuh), so the bytes
 // match. Only then does the block
 // write the new rows that stay in the window into the ring, so no row is overwritten before it
 // was read.

@@ -1,6 +1,6 @@
 // KIVI's encoding on the device, shared by the appends that store KIVI values (kivi_append.cu,
 // qjl/qjl_append.cu): the grid fit with the CPU codec's arithmetic step for step
-// (kivi/affine_grid.h), the value quads that leave the residual window, and the ring writes. All
+// (common/affine_grid.h), the value quads that leave the residual window, and the ring writes. All
 // run in one block per (sequence, KV head) with one thread per channel (blockDim.x == head_dim).
 #pragma once
 
@@ -13,7 +13,7 @@ namespace veloxquant::cuda::kivi {
 
 inline constexpr int kValueBatch = 32;  // value tokens (8 quads) encoded per pass
 
-// kivi::AffineGrid::fit and quantize, with every rounding written out (_rn) so nvcc cannot fuse
+// AffineGrid::fit and quantize (codecs/common/affine_grid.h), with every rounding written out (_rn) so nvcc cannot fuse
 // a multiply-add the CPU does not fuse.
 struct Grid {
   uint16_t scale_f16, min_f16;

@@ -37,4 +37,9 @@ struct Model::Impl {
   explicit Impl(GgufFile f) : file(std::move(f)) {}
 };
 
+// The loaded weights and hyperparameters behind a Model, for the runtime's forward passes.
+struct ModelInternals {
+  static const Model::Impl& of(const Model& model) { return *model.impl_; }
+};
+
 }  // namespace veloxquant

@@ -35,6 +35,7 @@ cuda::HostMatrix host_matrix(const WeightMatrix& w, cuda::Precision p) {
 // The CUDA decoder runs llama's block: names the first feature of another architecture's that
 // it lacks, so that nothing runs a different model than the file's.
 void require_llama_block(const Model& model, size_t context) {
+  const Model::Impl& weights = ModelInternals::of(model);
   const ModelConfig& c = model.config();
   const char* missing = c.qk_norm                           ? "per-head q/k RMSNorm"
                         : c.post_norms                      ? "post-attention and post-feed-forward norms"
@@ -45,7 +46,7 @@ void require_llama_block(const Model& model, size_t context) {
                         : c.final_softcap != 0.0f           ? "logit soft-capping"
                         : !c.sliding_layers.empty()         ? "sliding-window layers"
                         : c.attention_temperature_scale != 0 ? "attention temperature by position"
-                        : model.impl().rope_long_factors && context > model.impl().rope_original_context
+                        : weights.rope_long_factors && context > weights.rope_original_context
                             ? "long-context RoPE factors"
                             : nullptr;
   if (missing) {
@@ -86,7 +87,7 @@ std::unique_ptr<DeviceForward> make_device_forward(const Model& model, const Spe
   require_llama_block(model, context);
   const cuda::Precision p = weights == GpuWeights::F32 ? cuda::Precision::F32 : cuda::Precision::F16;
   const ModelConfig& c = model.config();
-  const Model::Impl& m = model.impl();
+  const Model::Impl& m = ModelInternals::of(model);
   std::vector<cuda::CacheConfig> caches;
   for (uint32_t l = 0; l < c.layers; ++l) {
     LayerShape shape{c.kv_heads, c.head_dim, static_cast<int>(l), 0};

@@ -138,11 +138,12 @@ struct Session::Impl {
     const ModelConfig& c = model.config();
     context = options.context ? options.context : c.context_length;
     spec = parse_spec(options.kv_spec);
+    const Model::Impl& weights = ModelInternals::of(model);
     for (uint32_t l = 0; l < c.layers; ++l) {
       ropes.push_back(c.layer_rope(l));
       // phi3's 128k models rotate with their long factors once the context passes the original.
-      if (model.impl().rope_long_factors && context > model.impl().rope_original_context)
-        ropes.back().freq_factors = model.impl().rope_long_factors;
+      if (weights.rope_long_factors && context > weights.rope_original_context)
+        ropes.back().freq_factors = weights.rope_long_factors;
     }
     if (options.batch == 0) throw Error("session batch 0; expected at least 1 sequence");
     history.resize(options.batch);
@@ -201,7 +202,7 @@ struct Session::Impl {
 
   void layer(size_t l, size_t n) {
     const ModelConfig& c = model.config();
-    const LayerWeights& w = model.impl().layers[l];
+    const LayerWeights& w = ModelInternals::of(model).layers[l];
     const size_t d = c.embedding, hd = c.head_dim, qw = size_t{c.heads} * hd;
     const size_t kvw = size_t{c.kv_heads} * hd;
     for (size_t t = 0; t < n; ++t) rms_norm(&x[t * d], w.attn_norm.data(), d, c.rms_eps, &h[t * d]);
@@ -261,7 +262,7 @@ struct Session::Impl {
       return;
     }
     const ModelConfig& c = model.config();
-    const Model::Impl& m = model.impl();
+    const Model::Impl& m = ModelInternals::of(model);
     const size_t d = c.embedding;
     resize(n);
     for (size_t t = 0; t < n; ++t) {

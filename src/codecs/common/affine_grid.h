@@ -1,4 +1,5 @@
-// The asymmetric min/max grid KIVI quantizes on, with scale and minimum stored in fp16.
+// The asymmetric min/max grid KIVI quantizes on, with scale and minimum stored in fp16; shared
+// by every method built on KIVI's grids (cachegen, gear, kitty, palu, svdq, xquant, zipcache).
 // The stored minimum is rounded down and the stored step rounded up, so the stored grid always
 // covers [min, max] and every element's error is at most half of the stored step.
 #pragma once
@@ -11,7 +12,7 @@
 #include "veloxquant/error.h"
 #include "veloxquant/tensor.h"
 
-namespace veloxquant::kivi {
+namespace veloxquant {
 
 struct AffineGrid {
   uint16_t scale_f16 = 0, min_f16 = 0;  // what is stored
@@ -70,4 +71,4 @@ inline void check_stored_grids(const uint16_t* scales, const uint16_t* mins, siz
   }
 }
 
-}  // namespace veloxquant::kivi
+}  // namespace veloxquant

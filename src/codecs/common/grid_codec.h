@@ -8,7 +8,7 @@
 
 #include "veloxquant/codec.h"
 
-namespace veloxquant::kivi {
+namespace veloxquant {
 
 class GridCodec : public Codec {
  public:
@@ -24,4 +24,4 @@ class GridCodec : public Codec {
   virtual void unpack_codes(const uint8_t* block, uint8_t* codes) const = 0;
 };
 
-}  // namespace veloxquant::kivi
+}  // namespace veloxquant

@@ -1,10 +1,10 @@
-#include "codecs/kvquant/nuq_levels.h"
+#include "core/nuq_levels.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
-namespace veloxquant::kvquant {
+namespace veloxquant {
 
 std::vector<float> weighted_kmeans_1d(std::span<const float> u, std::span<const float> w, size_t levels) {
   const size_t n = u.size();
@@ -58,4 +58,4 @@ uint8_t nearest_level(std::span<const float> levels, float x) {
   return static_cast<uint8_t>(j);
 }
 
-}  // namespace veloxquant::kvquant
+}  // namespace veloxquant

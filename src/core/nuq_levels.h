@@ -8,7 +8,7 @@
 #include <span>
 #include <vector>
 
-namespace veloxquant::kvquant {
+namespace veloxquant {
 
 // `levels` ascending centroids of weighted k-means (Lloyd's iterations to convergence, started
 // from the weighted quantiles) on the samples u[i] with weights w[i] >= 0. Levels no sample falls
@@ -19,4 +19,4 @@ std::vector<float> weighted_kmeans_1d(std::span<const float> u, std::span<const 
 // Index of the level nearest to x (ties to the lower level). REQUIRES: levels ascending, non-empty.
 uint8_t nearest_level(std::span<const float> levels, float x);
 
-}  // namespace veloxquant::kvquant
+}  // namespace veloxquant
