@@ -7,7 +7,7 @@
 #include "codecs/comm_vq/comm_vq_fit.h"
 #include "codecs/comm_vq/comm_vq_key_codec.h"
 #include "codecs/comm_vq/method.h"
-#include "codecs/turboquant/method.h"
+#include "codecs/common/turboquant_values.h"
 #include "core/rng.h"
 #include "veloxquant/calibration.h"
 #include "veloxquant/error.h"

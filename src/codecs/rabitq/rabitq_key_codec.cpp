@@ -5,8 +5,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "codecs/rabitq/ivf.h"
 #include "core/bitpack.h"
+#include "core/kmeans.h"
 #include "veloxquant/error.h"
 #include "veloxquant/tensor.h"
 

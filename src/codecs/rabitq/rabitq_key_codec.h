@@ -22,7 +22,7 @@
 #include <memory>
 #include <vector>
 
-#include "codecs/turboquant/packed_code_kernel.h"
+#include "codecs/common/packed_code_kernel.h"
 #include "core/rotation.h"
 #include "veloxquant/codec.h"
 
@@ -63,9 +63,9 @@ class RabitqKeyCodec final : public Codec {
   size_t dim_, nlist_;
   uint64_t cluster_seed_;
   Rotation rotation_;
-  turboquant::RecordFormat format_;
+  RecordFormat format_;
   size_t cluster_offset_;
-  turboquant::PackedCodeKernel signs_;  // 1-bit table {-1, +1}
+  PackedCodeKernel signs_;  // 1-bit table {-1, +1}
   std::vector<float> centroids_;
 };
 

@@ -1,9 +1,9 @@
 #include <memory>
 #include <string>
 
+#include "codecs/common/turboquant_values.h"
 #include "codecs/rabitq/method.h"
 #include "codecs/rabitq/rabitq_key_codec.h"
-#include "codecs/turboquant/method.h"
 #include "core/rng.h"
 #include "veloxquant/error.h"
 

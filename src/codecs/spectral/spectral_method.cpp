@@ -4,13 +4,12 @@
 #include <memory>
 #include <string>
 
+#include "codecs/common/turboquant_values.h"
 #include "codecs/spectral/method.h"
 #include "codecs/spectral/spectral_fit.h"
 #include "codecs/spectral/spectral_key_codec.h"
-#include "codecs/turboquant/method.h"
 #include "veloxquant/calibration.h"
 #include "veloxquant/error.h"
-#include "veloxquant/gguf.h"
 
 namespace veloxquant {
 namespace {

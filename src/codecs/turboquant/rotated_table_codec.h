@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "codecs/turboquant/packed_code_kernel.h"
+#include "codecs/common/packed_code_kernel.h"
 #include "core/rotation.h"
 #include "veloxquant/codec.h"
 

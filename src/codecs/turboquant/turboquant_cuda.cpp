@@ -2,8 +2,8 @@
 
 #include <memory>
 
+#include "codecs/common/turboquant_values.h"
 #include "codecs/cuda_bits.h"
-#include "codecs/turboquant/method.h"
 #include "codecs/turboquant/turboquant_prod_codec.h"
 #include "core/lloyd_max.h"
 #include "core/rng.h"

@@ -2,12 +2,12 @@
 #include <memory>
 #include <string>
 
+#include "codecs/common/turboquant_values.h"
 #include "codecs/turboquant/method.h"
 #include "codecs/turboquant/turboquant_cuda.h"
 #include "codecs/turboquant/turboquant_mse_codec.h"
 #include "codecs/turboquant/turboquant_prod_codec.h"
 #include "codecs/turboquant/turboquant_rvq_codec.h"
-#include "core/rng.h"
 #include "veloxquant/error.h"
 
 namespace veloxquant {
@@ -32,15 +32,6 @@ unsigned param_bits(const Params& p, const char* name) {
   return static_cast<unsigned>(p.get_int(name));
 }
 }  // namespace
-
-std::unique_ptr<Codec> turboquant_values(const Params& p, const LayerShape& s) {
-  return std::make_unique<TurboQuantMseCodec>(s.head_dim, param_bits(p, "vbits"),
-                                              turboquant_stream_seed(s, TurboQuantStream::ValueRotation));
-}
-
-uint64_t turboquant_stream_seed(const LayerShape& shape, TurboQuantStream stream) {
-  return derive_seed(shape.seed, {static_cast<uint64_t>(shape.layer), static_cast<uint64_t>(stream)});
-}
 
 MethodInfo turboquant_mse_method() {
   MethodInfo m;

@@ -12,7 +12,7 @@
 
 #include <optional>
 
-#include "codecs/turboquant/packed_code_kernel.h"
+#include "codecs/common/packed_code_kernel.h"
 #include "core/lloyd_max.h"
 #include "core/rotation.h"
 #include "veloxquant/codec.h"

@@ -1,7 +1,7 @@
 #include "codecs/vecinfer/vecinfer_fit.h"
 
-#include "codecs/rabitq/ivf.h"
 #include "codecs/vecinfer/key_transform.h"
+#include "core/kmeans.h"
 #include "core/rng.h"
 #include "veloxquant/tensor.h"
 
@@ -24,8 +24,8 @@ FittedHead fit_head(const float* keys, size_t tokens, size_t stride, size_t dim,
     // scored as exactly zero; k-means places the other centroids - 1.
     f.codebooks.insert(f.codebooks.end(), dims, 0.0f);
     if (centroids == 1) continue;
-    const std::vector<float> c = rabitq::kmeans(y.data() + s * dims, tokens, dim, dims, centroids - 1,
-                                                derive_seed(seed, {static_cast<uint64_t>(s)}));
+    const std::vector<float> c = kmeans(y.data() + s * dims, tokens, dim, dims, centroids - 1,
+                                        derive_seed(seed, {static_cast<uint64_t>(s)}));
     // The codec stores its codebooks in fp16: round here so the artifact holds what is used.
     for (float v : c) f.codebooks.push_back(f16_to_f32(f32_to_f16(v)));
   }

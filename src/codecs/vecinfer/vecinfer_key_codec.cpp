@@ -6,9 +6,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "codecs/rabitq/ivf.h"
 #include "codecs/vecinfer/key_transform.h"
 #include "core/half_bytes.h"
+#include "core/kmeans.h"
 #include "veloxquant/error.h"
 #include "veloxquant/tensor.h"
 
@@ -87,8 +87,8 @@ void VecinferKeyCodec::encode(const float* x, size_t n, uint8_t* codes) const {
   const size_t book = centroids_ * dims_;
   for (size_t t = 0; t < n; ++t)
     for (size_t s = 0; s < subspaces_; ++s)
-      codes[t * subspaces_ + s] = static_cast<uint8_t>(
-          rabitq::nearest_centroid(y.data() + t * dim_ + s * dims_, h.codebooks.data() + s * book, centroids_, dims_));
+      codes[t * subspaces_ + s] = static_cast<uint8_t>(nearest_centroid(
+          y.data() + t * dim_ + s * dims_, h.codebooks.data() + s * book, centroids_, dims_));
 }
 
 void VecinferKeyCodec::decode(const uint8_t* codes, size_t n, float* x) const {

@@ -4,7 +4,7 @@
 #include <memory>
 #include <string>
 
-#include "codecs/turboquant/method.h"
+#include "codecs/common/turboquant_values.h"
 #include "codecs/vecinfer/method.h"
 #include "codecs/vecinfer/vecinfer_fit.h"
 #include "codecs/vecinfer/vecinfer_key_codec.h"

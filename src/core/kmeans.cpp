@@ -1,11 +1,11 @@
-#include "codecs/rabitq/ivf.h"
+#include "core/kmeans.h"
 
 #include <algorithm>
 #include <limits>
 
 #include "core/rng.h"
 
-namespace veloxquant::rabitq {
+namespace veloxquant {
 namespace {
 
 double squared_distance(const float* a, const float* b, size_t dim) {
@@ -29,8 +29,8 @@ size_t nearest_centroid(const float* x, const float* centroids, size_t k, size_t
   return best;
 }
 
-std::vector<float> kmeans(const float* x, size_t n, size_t stride, size_t dim, size_t k,
-                          uint64_t seed, int iterations) {
+std::vector<float> kmeans(const float* x, size_t n, size_t stride, size_t dim, size_t k, uint64_t seed,
+                          int iterations) {
   const auto row = [&](size_t i) { return x + i * stride; };
   std::vector<float> centroids(k * dim);
   // k-means++: each next centroid is a row drawn with probability proportional to its squared
@@ -75,4 +75,4 @@ std::vector<float> kmeans(const float* x, size_t n, size_t stride, size_t dim, s
   return centroids;
 }
 
-}  // namespace veloxquant::rabitq
+}  // namespace veloxquant

@@ -1,4 +1,4 @@
-#include "codecs/turboquant/packed_code_kernel.h"
+#include "codecs/common/packed_code_kernel.h"
 
 #include <hwy/highway.h>
 
@@ -12,7 +12,7 @@
 #include "core/sum_lanes4.h"
 #include "veloxquant/error.h"
 
-namespace veloxquant::turboquant {
+namespace veloxquant {
 namespace hn = hwy::HWY_NAMESPACE;
 
 namespace {
@@ -104,7 +104,8 @@ template <unsigned K, unsigned S>
 HWY_INLINE VU sub_codes(VU bytes) {
   constexpr int kBits = 8 / K, kShift = static_cast<int>(S) * kBits;
   const VU shifted = [&] {
-    if constexpr (kShift == 0) return bytes; else return hn::ShiftRight<kShift>(bytes);
+    if constexpr (kShift == 0) return bytes;
+    else return hn::ShiftRight<kShift>(bytes);
   }();
   if constexpr (kShift + kBits >= 8) {
     return shifted;
@@ -117,7 +118,8 @@ template <unsigned K>
 HWY_INLINE VU sub_codes(VU bytes, unsigned s) {
   constexpr unsigned kBits = 8 / K;
   const VU shifted = hn::ShiftRightSame(bytes, static_cast<int>(s * kBits));
-  if constexpr (K == 1) return shifted; else return hn::And(shifted, hn::Set(DU(), (1u << kBits) - 1));
+  if constexpr (K == 1) return shifted;
+  else return hn::And(shifted, hn::Set(DU(), (1u << kBits) - 1));
 }
 
 template <unsigned K, class F, unsigned... S>
@@ -143,16 +145,15 @@ HWY_INLINE VF lookup(VF table_vec, const float* table, VU code) {
   }
 }
 
-
 // A SignTerm for one block of rows and up to kMaxQueries queries.
 struct SignLoop {
-  const uint8_t* bits;   // sign bits of the block's first row, pack_bits order
+  const uint8_t* bits;  // sign bits of the block's first row, pack_bits order
   size_t stride;
-  size_t vectors;        // SIMD vectors of coordinates, natural order
-  const float* sketch;   // 2 (S q)_i in natural order, zero-padded, [M, positions]
+  size_t vectors;       // SIMD vectors of coordinates, natural order
+  const float* sketch;  // 2 (S q)_i in natural order, zero-padded, [M, positions]
   size_t positions;
   const float* totals;
-  const uint8_t* rhos;   // f32 rho of the block's first row, then every record_stride
+  const uint8_t* rhos;  // f32 rho of the block's first row, then every record_stride
   size_t record_stride;
   float factor;
 };
@@ -401,8 +402,8 @@ void PackedCodeKernel::add_natural_order(const float* xk, float* x) const {
 // Rows are read in place when the loop's reads (span_ bytes per row, which may run past a row's
 // codes into the next record) stay inside the n records; otherwise, and always when rows must be
 // unpacked, the block's codes go through a zero-padded scratch copy.
-PackedCodeKernel::Block PackedCodeKernel::view_block(const uint8_t* records, size_t n, size_t t0,
-                                                     size_t m, const RecordFormat& f,
+PackedCodeKernel::Block PackedCodeKernel::view_block(const uint8_t* records, size_t n, size_t t0, size_t m,
+                                                     const RecordFormat& f,
                                                      std::vector<uint8_t>& scratch) const {
   const uint8_t* first = records + t0 * f.stride + f.code_offset;
   if (!unpack_ && (t0 + m - 1) * f.stride + f.code_offset + span_ <= n * f.stride) {
@@ -422,22 +423,27 @@ PackedCodeKernel::Block PackedCodeKernel::view_block(const uint8_t* records, siz
 }
 
 void PackedCodeKernel::dot(const float* qk, size_t nq, const uint8_t* records, size_t n,
-                           const RecordFormat& f, float factor, float* scores,
-                           const SignTerm* signs) const {
+                           const RecordFormat& f, float factor, float* scores, const SignTerm* signs) const {
   std::vector<uint8_t> scratch, sign_scratch;
   for (size_t t0 = 0; t0 < n; t0 += kBlockTokens) {
     const size_t m = std::min(kBlockTokens, n - t0);
     const Block b = view_block(records, n, t0, m, f, scratch);
-    const Loop L{b.codes, b.stride, vectors_, table_.data(),
-                 records + t0 * f.stride + f.scale_offset, f.stride, factor};
+    const Loop L{b.codes,  b.stride, vectors_, table_.data(), records + t0 * f.stride + f.scale_offset,
+                 f.stride, factor};
     SignLoop S{};
     if (signs) {
       // The 1-bit kernel's rows cover every byte the natural-order mask loads read.
       const PackedCodeKernel& k = *signs->kernel;
       const Block sb = k.view_block(records, n, t0, m, signs->format, sign_scratch);
-      S = {sb.codes, sb.stride, (k.dim_ + lanes() - 1) / lanes(), nullptr, k.positions_, nullptr,
+      S = {sb.codes,
+           sb.stride,
+           (k.dim_ + lanes() - 1) / lanes(),
+           nullptr,
+           k.positions_,
+           nullptr,
            records + t0 * signs->format.stride + signs->format.scale_offset,
-           signs->format.stride, signs->factor};
+           signs->format.stride,
+           signs->factor};
     }
     for (size_t i0 = 0; i0 < nq; i0 += kMaxQueries) {
       const size_t mq = std::min(kMaxQueries, nq - i0);
@@ -460,18 +466,17 @@ void PackedCodeKernel::accumulate(const float* w, size_t nq, const uint8_t* reco
   for (size_t t0 = 0; t0 < n; t0 += kBlockTokens) {
     const size_t m = std::min(kBlockTokens, n - t0);
     const Block b = view_block(records, n, t0, m, f, scratch);
-    const Loop L{b.codes, b.stride, vectors_, table_.data(),
-                 records + t0 * f.stride + f.scale_offset, f.stride, factor};
+    const Loop L{b.codes,  b.stride, vectors_, table_.data(), records + t0 * f.stride + f.scale_offset,
+                 f.stride, factor};
     for (size_t t = 0; t < m; ++t) scale[t] = row_scale(L, t);
     for (size_t i0 = 0; i0 < nq; i0 += kMaxQueries) {
       const size_t mq = std::min(kMaxQueries, nq - i0);
       for (size_t i = 0; i < mq; ++i)
         for (size_t t = 0; t < m; ++t) wb[i * m + t] = w[(i0 + i) * n + t0 + t] * scale[t];
-      dispatch<AccumulateRows>(layout_bits_, mq, L, m,
-                               static_cast<const float*>(wb.data()), acck + i0 * positions_,
-                               positions_);
+      dispatch<AccumulateRows>(layout_bits_, mq, L, m, static_cast<const float*>(wb.data()),
+                               acck + i0 * positions_, positions_);
     }
   }
 }
 
-}  // namespace veloxquant::turboquant
+}  // namespace veloxquant

@@ -1,7 +1,7 @@
 // Scoring queries against, and accumulating weighted sums of, vectors stored as bit-packed
 // per-coordinate codes into one small table of values: x_t[c] = scale_t * table[code_t[c]].
-// This is the hot loop of every TurboQuant codec; the rotation stays outside (the caller rotates
-// queries once per call and inverse-rotates accumulated sums once per call).
+// This is the hot loop of every TurboQuant codec and of RaBitQ's keys; the rotation stays outside
+// (the caller rotates queries once per call and inverse-rotates accumulated sums once per call).
 //
 // Speed comes from visiting coordinates in "kernel order" rather than natural order: one SIMD
 // load of N code bytes expands to 8/bits vectors of N codes by shift-and-mask, with no lane
@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace veloxquant::turboquant {
+namespace veloxquant {
 
 // Where things sit inside the fixed-size record of one token.
 struct RecordFormat {
@@ -56,12 +56,12 @@ class PackedCodeKernel {
   // scores[i * n + t] = factor * scale_t * sum_c qk_i[c] * table[code_t[c]], for nq queries
   // given in kernel order (qk: [nq, positions()]) and n records. With signs, each score also
   // gets the sign term of its record, summed in the same per-token reduction.
-  void dot(const float* qk, size_t nq, const uint8_t* records, size_t n, const RecordFormat& f,
-           float factor, float* scores, const SignTerm* signs = nullptr) const;
+  void dot(const float* qk, size_t nq, const uint8_t* records, size_t n, const RecordFormat& f, float factor,
+           float* scores, const SignTerm* signs = nullptr) const;
   // acck[i * positions() + p] += factor * sum_t w[i * n + t] * scale_t * table[code_t[p]], the
   // weighted sum of the records in kernel order.
-  void accumulate(const float* w, size_t nq, const uint8_t* records, size_t n,
-                  const RecordFormat& f, float factor, float* acck) const;
+  void accumulate(const float* w, size_t nq, const uint8_t* records, size_t n, const RecordFormat& f,
+                  float factor, float* acck) const;
 
  private:
   struct Block;
@@ -70,13 +70,13 @@ class PackedCodeKernel {
 
   size_t dim_;
   unsigned bits_;
-  bool unpack_;              // rows unpacked to one byte per code before the SIMD loop
-  unsigned layout_bits_;     // code width the SIMD loop reads: bits, or 8 when unpacked
-  size_t vectors_;           // SIMD vectors per record, a multiple of the accumulate tile
-  size_t span_;              // bytes of codes one record's loop reads (past the codes: padding)
+  bool unpack_;           // rows unpacked to one byte per code before the SIMD loop
+  unsigned layout_bits_;  // code width the SIMD loop reads: bits, or 8 when unpacked
+  size_t vectors_;        // SIMD vectors per record, a multiple of the accumulate tile
+  size_t span_;           // bytes of codes one record's loop reads (past the codes: padding)
   size_t positions_;
-  std::vector<float> table_;       // padded to at least one SIMD vector
+  std::vector<float> table_;           // padded to at least one SIMD vector
   std::vector<uint32_t> position_of_;  // natural coordinate -> kernel position
 };
 
-}  // namespace veloxquant::turboquant
+}  // namespace veloxquant
