@@ -93,7 +93,7 @@ cmake --build "$build_dir" -j "$(nproc)"
 # CTest). pip packs it from the same build folder, configured with the same definitions, so it
 # compiles nothing; it runs only when a file the package is built from changed since the last
 # install (a stamp inside .venv records their hash).
-package_sources=(CMakeLists.txt pyproject.toml python/requirements.txt python/CMakeLists.txt
+package_sources=(CMakeLists.txt cmake pyproject.toml python/requirements.txt python/CMakeLists.txt
                  python/src python/veloxquant include src)
 want="$(find "${package_sources[@]}" -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)"
 if [ "$(cat .venv/package.stamp 2>/dev/null)" != "$want" ]; then

@@ -1,7 +1,7 @@
 // Calibration: methods with learned parameters (codebooks, ranges, rotations, sensitivities) fit
-// them once to a model's real keys and values, gathered by running the model over text, and keep
-// them in an artifact file that specs load with `artifacts=DIR`. The format, byte by byte, and
-// what is refused: docs/calibration.md.
+// them once to a model's real keys and values, gathered by running the model over text
+// (calibrate.h), and keep them in an artifact file that specs load with `artifacts=DIR`. The
+// format, byte by byte, and what is refused: docs/calibration.md.
 //
 // A calibrated method declares MethodInfo::fit (method.h): it turns one layer's samples into
 // named float tables per KV head, and its make() reads them back through layer_calibration().
@@ -18,11 +18,9 @@
 #include <vector>
 
 #include "veloxquant/method.h"
-#include "veloxquant/session_file.h"
+#include "veloxquant/model_identity.h"
 
 namespace veloxquant {
-
-class Model;
 
 // The only artifact format version this build writes and reads.
 inline constexpr uint32_t kCalibrationFormatVersion = 1;
@@ -86,22 +84,6 @@ const LayerCalibration& layer_calibration(std::string_view method, const Params&
                                           const LayerShape& shape);
 // Throws Error naming every field that differs when `artifact` was fitted to another model.
 void check_calibration_model(const CalibrationArtifact& artifact, const ModelIdentity& model);
-
-struct CalibrateOptions {
-  size_t context = 512;       // tokens per chunk the model runs (each chunk starts a fresh cache)
-  size_t max_tokens = 16384;  // calibration tokens used at most (0: all of the text)
-};
-
-// Tokenizes `text`, runs `model` over it in chunks of options.context tokens (BOS first, as
-// perplexity does) through fp16 caches, gathers every layer's keys and values, and fits `spec`'s
-// method to them layer by layer. Throws SpecError when the method has no fit, Error when the
-// text is shorter than one chunk.
-CalibrationArtifact calibrate(const Model& model, std::string_view text, const Spec& spec,
-                              const CalibrateOptions& options = {});
-// The same over token ids (BOS included when the vocabulary adds one). Throws Error when a token
-// id is out of the vocabulary's range.
-CalibrationArtifact calibrate(const Model& model, std::span<const int32_t> tokens, const Spec& spec,
-                              const CalibrateOptions& options = {});
 
 // An artifact fitted to `samples` alone, the same tables for each of `layers` layers, with no
 // model behind it (its identity names the architecture "samples"): for tools and tests that build

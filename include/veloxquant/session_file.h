@@ -11,30 +11,16 @@
 
 #include "veloxquant/cache.h"
 #include "veloxquant/model.h"
+#include "veloxquant/model_identity.h"
 
 namespace veloxquant {
 
 // The only format version this build writes and reads.
 inline constexpr uint32_t kSessionFormatVersion = 2;
 
-// What a session's caches depend on besides the method: equal identities, equal caches.
-struct ModelIdentity {
-  std::string architecture;
-  uint32_t layers = 0, heads = 0, kv_heads = 0, head_dim = 0, embedding = 0, feed_forward = 0,
-           vocab = 0, context_length = 0;
-  // XXH64 of every tensor's name, type, dims, file offset and first 64 data bytes (so that two
-  // checkpoints of one architecture differ without hashing gigabytes of weights).
-  uint64_t weights_hash = 0;
-  // XXH64 of every tokenizer.* metadata entry (key, type and value).
-  uint64_t tokenizer_hash = 0;
-
-  static ModelIdentity of(const Model& model);
-  bool operator==(const ModelIdentity&) const = default;
-};
-
-// "layers: expected 5, found 2; weights hash: expected 0x..., found 0x..." naming every field
-// that differs; "" when the identities are equal.
-std::string describe_differences(const ModelIdentity& expected, const ModelIdentity& found);
+// The identity a session file records of `model`: its shapes, and hashes of its weights and
+// tokenizer.
+ModelIdentity model_identity(const Model& model);
 
 // The checksum of a precomputed file a method reads: a calibrated method's artifact
 // (veloxquant/calibration.h), named by its file name in the spec's artifacts= directory. A session

@@ -1,4 +1,4 @@
-// Calibration artifact files, framed like session files (runtime/session_file/sections.h):
+// Calibration artifact files, framed like session files (file_io/sections.h):
 //   "VQCALIB\0" | u32 version | MODL | CALB | one LAYR per layer
 // MODL: the model identity. CALB: string spec, u32 layers, u32 kv_heads, u32 head_dim,
 // u64 calibration tokens. LAYR: u32 layer, u32 heads, then per head u32 table count and per table
@@ -11,16 +11,17 @@
 #include <fstream>
 #include <iterator>
 
-#include "runtime/session_file/atomic_file.h"
-#include "runtime/session_file/sections.h"
+#include "file_io/atomic_file.h"
+#include "file_io/model_section.h"
+#include "file_io/sections.h"
 #include "veloxquant/calibration.h"
 #include "veloxquant/error.h"
 
 namespace veloxquant {
 namespace {
 
-using session_file::PayloadReader;
-using session_file::SectionBuilder;
+using file_io::PayloadReader;
+using file_io::SectionBuilder;
 
 constexpr std::string_view kMagic{"VQCALIB\0", 8};
 constexpr size_t kHeader = 8 + 4;
@@ -88,12 +89,12 @@ void save_calibration(const CalibrationArtifact& a, const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw Error(fmt::format("calibration: cannot create directory '{}': {}", dir, ec.message()));
-  session_file::AtomicFile out(calibration_path(dir, spec.method->name));
+  file_io::AtomicFile out(calibration_path(dir, spec.method->name));
   const uint32_t version = kCalibrationFormatVersion;
   out.write({reinterpret_cast<const uint8_t*>(kMagic.data()), kMagic.size()});
   out.write({reinterpret_cast<const uint8_t*>(&version), 4});
   SectionBuilder model(kModelTag);
-  session_file::put_model(model, a.model);
+  file_io::put_model(model, a.model);
   out.write(model.finish());
   SectionBuilder header(kCalibrationTag);
   header.put_string(a.spec);
@@ -120,10 +121,9 @@ CalibrationArtifact parse_calibration(std::span<const uint8_t> bytes) {
     throw FormatError(fmt::format("format version {}; this build reads version {} only", version,
                                   kCalibrationFormatVersion));
   }
-  std::vector<SessionSection> sections;
-  session_file::SectionCursor cursor(bytes, sections, kHeader);
+  file_io::SectionCursor cursor(bytes, kHeader);
   CalibrationArtifact a;
-  a.model = session_file::read_model(cursor.next(kModelTag, "the model section (MODL)"));
+  a.model = file_io::read_model(cursor.next(kModelTag, "the model section (MODL)"));
   PayloadReader header = cursor.next(kCalibrationTag, "the calibration section (CALB)");
   a.spec = header.read_string("the spec");
   const uint32_t layers = header.read<uint32_t>("the layer count");

@@ -11,7 +11,7 @@
 #include "expect_error.h"
 #include "runtime/calibrated_specs.h"
 #include "runtime/session_file_helpers.h"
-#include "veloxquant/calibration.h"
+#include "veloxquant/calibrate.h"
 #include "veloxquant/error.h"
 #include "veloxquant/perplexity.h"
 
@@ -125,7 +125,7 @@ TEST(Calibration, CalibratesAModelAndRunsItsSessions) {
   const CalibrationArtifact a = calibrate(model, train, parse_spec("kvquant_nuq"), {.context = 64, .max_tokens = 0});
   EXPECT_EQ(a.layers.size(), model.config().layers);
   EXPECT_EQ(a.tokens % 64, 0u);
-  EXPECT_EQ(a.model, ModelIdentity::of(model));
+  EXPECT_EQ(a.model, model_identity(model));
   save_calibration(a, dir.path.string());
   const std::string spec = "kvquant_nuq:artifacts=" + dir.path.string();
   Session s(model, {spec, 0});

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "veloxquant/calibration.h"
+#include "veloxquant/calibrate.h"
 #include "veloxquant/model.h"
 #include "veloxquant/session_file.h"
 
@@ -36,7 +36,7 @@ inline std::string runnable_spec(const Model& model, const std::string& spec,
   const Spec parsed = parse_spec(spec);
   if (!parsed.method->calibrated()) return spec;
   static CalibrationDirs dirs;
-  const ModelIdentity id = ModelIdentity::of(model);
+  const ModelIdentity id = model_identity(model);
   const std::string key = parsed.to_string() + "@" + std::to_string(id.weights_hash);
   auto it = dirs.made.find(key);
   if (it == dirs.made.end()) {

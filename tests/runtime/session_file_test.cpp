@@ -88,8 +88,8 @@ TEST(SessionFile, EveryMethodRoundTripsAndContinuesExactlyOnFixtures) {
 
 TEST(SessionFile, TheSameModelHasTheSameIdentity) {
   const Model again = Model::load(test::stories_path());
-  EXPECT_EQ(ModelIdentity::of(again), ModelIdentity::of(test::stories_model()));
-  EXPECT_EQ(describe_differences(ModelIdentity::of(again), ModelIdentity::of(test::stories_model())), "");
+  EXPECT_EQ(model_identity(again), model_identity(test::stories_model()));
+  EXPECT_EQ(describe_differences(model_identity(again), model_identity(test::stories_model())), "");
 }
 
 // A session of `tokens` prompt tokens of `model`, saved to `path`.
@@ -115,8 +115,8 @@ TEST(SessionFile, AnotherCheckpointOfTheSameShapeIsRefusedByTheWeightsHash) {
   TempDir dir;
   save_prompt(test::fixture_model("llama", 1), "fp16", 20, dir.file("s.vqs"));
   const Model other_weights = test::fixture_model("llama", 2);
-  const ModelIdentity expected = ModelIdentity::of(other_weights);
-  const ModelIdentity found = ModelIdentity::of(test::fixture_model("llama", 1));
+  const ModelIdentity expected = model_identity(other_weights);
+  const ModelIdentity found = model_identity(test::fixture_model("llama", 1));
   Session other(other_weights);
   EXPECT_EQ(test::error_message<Error>([&] { restore_session(other, read_session_file(dir.file("s.vqs"))); }),
             fmt::format("the session was saved with another model: weights hash: expected 0x{:016x}, "

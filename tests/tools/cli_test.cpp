@@ -82,5 +82,12 @@ TEST(Cli, HelpExitsZero) {
   EXPECT_NE(sub.out.find("--kv"), std::string::npos) << sub.out;
 }
 
+TEST(Cli, VersionPrintsTheProjectVersionAndExitsZero) {
+  const CliRun r = run_cli("--version");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "veloxquant " VELOXQUANT_VERSION "\n");
+  EXPECT_EQ(r.err, "");
+}
+
 }  // namespace
 }  // namespace veloxquant

@@ -8,7 +8,7 @@
 
 #include "commands.h"
 #include "run_stats.h"
-#include "veloxquant/calibration.h"
+#include "veloxquant/calibrate.h"
 #include "veloxquant/model.h"
 
 namespace veloxquant::cli {

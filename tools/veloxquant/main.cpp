@@ -9,6 +9,7 @@
 
 int main(int argc, char** argv) {
   CLI::App app{"VeloxQuant: KV-cache compression for long-context LLM inference"};
+  app.set_version_flag("--version", "veloxquant " VELOXQUANT_VERSION);
   app.require_subcommand(1);
   std::map<CLI::App*, veloxquant::cli::Command> commands;
   auto add = [&](auto factory) {
@@ -31,6 +32,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "veloxquant: %s\n", e.what());

@@ -157,7 +157,7 @@ struct Session::Impl {
     }
     if (spec.method->calibrated() && !spec.params.get_text("artifacts").empty()) {
       calibration = load_calibration(spec.params.get_text("artifacts"), spec);
-      check_calibration_model(*calibration, ModelIdentity::of(model));
+      check_calibration_model(*calibration, model_identity(model));
     }
     make_caches();
   }

@@ -8,7 +8,7 @@
 
 #include <cstring>
 
-#include "runtime/session_file/atomic_file.h"
+#include "file_io/atomic_file.h"
 #include "runtime/session_file/format.h"
 #include "runtime/session_file/sections.h"
 #include "veloxquant/error.h"
@@ -100,8 +100,7 @@ std::vector<KVCache> parse_cache_file(std::span<const uint8_t> bytes) {
     throw FormatError(fmt::format("format version {}; expected version {}, the only one this build reads",
                                   version, kCacheFileVersion));
   }
-  std::vector<SessionSection> sections;
-  SectionCursor cursor(bytes, sections);
+  SectionCursor cursor(bytes, kHeaderBytes);
   const SavedShape s = read_shape(cursor.next(kShapeTag, "the shape section (SHAP)"));
   const std::vector<MethodArtifact> artifacts =
       read_artifacts(cursor.next(kArtifactsTag, "the artifact section (ARTF)"), s.spec);
@@ -134,7 +133,7 @@ void save_caches(std::span<const KVCache> caches, const std::string& path) {
 
 void save_caches(std::span<const KVCache* const> caches, const std::string& path) {
   const SavedShape s = check_savable(caches);
-  AtomicFile out(path);
+  file_io::AtomicFile out(path);
   out.write({reinterpret_cast<const uint8_t*>(kCacheMagic.data()), kCacheMagic.size()});
   const uint32_t version = kCacheFileVersion;
   out.write({reinterpret_cast<const uint8_t*>(&version), 4});

@@ -21,8 +21,7 @@ static_assert(std::endian::native == std::endian::little, "session files are rea
               "with memcpy, which assumes a little-endian host");
 
 inline constexpr std::string_view kMagic{"VQSESSN\0", 8};
-inline constexpr size_t kHeaderBytes = 8 + 4;        // magic, u32 version
-inline constexpr size_t kFramingBytes = 4 + 8 + 8;   // tag, u64 length, u64 checksum
+inline constexpr size_t kHeaderBytes = 8 + 4;  // magic, u32 version
 
 inline constexpr std::string_view kModelTag = "MODL", kSpecTag = "SPEC", kArtifactsTag = "ARTF",
                                   kTokensTag = "TOKS", kLogitsTag = "LGTS", kLayerTag = "LAYR";

@@ -1,7 +1,5 @@
 // A model's identity for session files: shapes from its config, plus hashes of what else decides
 // its caches' contents (the weights, found through their metadata, and the tokenizer).
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <cstring>
 
@@ -38,7 +36,7 @@ class HashInput {
 
 }  // namespace
 
-ModelIdentity ModelIdentity::of(const Model& model) {
+ModelIdentity model_identity(const Model& model) {
   const ModelConfig& c = model.config();
   const GgufFile& file = model.file();
   ModelIdentity id{c.architecture, c.layers, c.heads, c.kv_heads, c.head_dim, c.embedding,
@@ -61,27 +59,6 @@ ModelIdentity ModelIdentity::of(const Model& model) {
   }
   id.tokenizer_hash = xxhash64(tokenizer.to_bytes());
   return id;
-}
-
-std::string describe_differences(const ModelIdentity& expected, const ModelIdentity& found) {
-  std::string out;
-  const auto add = [&](std::string_view field, const auto& e, const auto& f) {
-    if (e == f) return;
-    out += fmt::format("{}{}: expected {}, found {}", out.empty() ? "" : "; ", field, e, f);
-  };
-  const auto hex = [](uint64_t h) { return fmt::format("0x{:016x}", h); };
-  add("architecture", fmt::format("'{}'", expected.architecture), fmt::format("'{}'", found.architecture));
-  add("layers", expected.layers, found.layers);
-  add("heads", expected.heads, found.heads);
-  add("kv_heads", expected.kv_heads, found.kv_heads);
-  add("head_dim", expected.head_dim, found.head_dim);
-  add("embedding", expected.embedding, found.embedding);
-  add("feed_forward", expected.feed_forward, found.feed_forward);
-  add("vocab", expected.vocab, found.vocab);
-  add("context_length", expected.context_length, found.context_length);
-  add("weights hash", hex(expected.weights_hash), hex(found.weights_hash));
-  add("tokenizer hash", hex(expected.tokenizer_hash), hex(found.tokenizer_hash));
-  return out;
 }
 
 }  // namespace veloxquant

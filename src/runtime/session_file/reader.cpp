@@ -68,7 +68,7 @@ SessionFile parse_session_file(std::span<const uint8_t> bytes) {
     throw FormatError(fmt::format("format version {}; expected version {}, the only one this build "
                                   "reads", f.version, kSessionFormatVersion));
   }
-  SectionCursor sections(bytes, f.sections);
+  SectionCursor sections(bytes, kHeaderBytes);
   f.model = read_model(sections.next(kModelTag, "the model section (MODL)"));
   {
     PayloadReader spec = sections.next(kSpecTag, "the spec section (SPEC)");
@@ -89,6 +89,8 @@ SessionFile parse_session_file(std::span<const uint8_t> bytes) {
     f.layers.push_back(read_layer(sections.next(kLayerTag, label), l, f.tokens.size(), f.model.kv_heads, f.model.head_dim));
   }
   sections.expect_end("the last layer");
+  for (const SectionCursor::Located& at : sections.located())
+    f.sections.push_back({at.tag, at.offset, at.bytes});
   return f;
 }
 

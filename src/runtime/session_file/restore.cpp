@@ -54,7 +54,7 @@ std::vector<KVCache> rebuild_caches(std::vector<SessionFile::Layer> layers, cons
 namespace veloxquant {
 
 std::vector<float> restore_session(Session& session, SessionFile file) {
-  const ModelIdentity here = ModelIdentity::of(session.model());
+  const ModelIdentity here = model_identity(session.model());
   const std::string differences = describe_differences(here, file.model);
   if (!differences.empty()) {
     throw Error(fmt::format("the session was saved with another model: {}", differences));

@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "core/xxhash64.h"
-#include "runtime/session_file/atomic_file.h"
+#include "file_io/atomic_file.h"
 #include "runtime/session_file/format.h"
 #include "runtime/session_file/sections.h"
 #include "veloxquant/calibration.h"
@@ -24,7 +24,7 @@ std::vector<MethodArtifact> artifacts_of(const KVCache& cache) {
 }
 
 void write_session(const std::string& path, const Header& h, std::span<const KVCache> caches) {
-  AtomicFile out(path);
+  file_io::AtomicFile out(path);
   const uint32_t version = kSessionFormatVersion;
   out.write({reinterpret_cast<const uint8_t*>(kMagic.data()), kMagic.size()});
   out.write({reinterpret_cast<const uint8_t*>(&version), 4});
@@ -85,7 +85,7 @@ void save_session(const Session& session, std::span<const float> last_logits, co
                               cache.tokens() - cache.stored_tokens(0), cache.tokens()));
     }
   }
-  const ModelIdentity model = ModelIdentity::of(session.model());
+  const ModelIdentity model = model_identity(session.model());
   const std::vector<MethodArtifact> artifacts = session_file::artifacts_of(first);
   session_file::write_session(path, {model, first.spec().to_string(), first.shape().seed,
                                      session.tokens(), last_logits, artifacts}, session.caches());

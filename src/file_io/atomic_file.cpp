@@ -1,4 +1,4 @@
-#include "runtime/session_file/atomic_file.h"
+#include "file_io/atomic_file.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -12,7 +12,7 @@
 
 #include "veloxquant/error.h"
 
-namespace veloxquant::session_file {
+namespace veloxquant::file_io {
 namespace {
 
 [[noreturn]] void fail(std::string_view what, const std::string& path) {
@@ -67,4 +67,4 @@ void AtomicFile::commit() {
   if (!synced) fail("fsync of the directory", dir.string());
 }
 
-}  // namespace veloxquant::session_file
+}  // namespace veloxquant::file_io

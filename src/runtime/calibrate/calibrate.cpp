@@ -2,13 +2,15 @@
 // it, and what every layer's cache received (keys after RoPE, values) is what the method fits to;
 // a method that stores keys before RoPE gets them rotated back to before it.
 // Reading the caches back costs nothing extra: fp16 is what an fp16 cache would hold anyway.
+#include "veloxquant/calibrate.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "veloxquant/calibration.h"
 #include "veloxquant/error.h"
 #include "veloxquant/model.h"
+#include "veloxquant/session_file.h"
 
 namespace veloxquant {
 
@@ -19,7 +21,8 @@ void require_fit(const Spec& spec) {
   std::string names;
   for (const MethodInfo& m : registered_methods())
     if (m.calibrated()) names += (names.empty() ? "" : ", ") + m.name;
-  throw SpecError(fmt::format("{} has nothing to calibrate; calibrated methods: {}", spec.method->name, names));
+  throw SpecError(
+      fmt::format("{} has nothing to calibrate; calibrated methods: {}", spec.method->name, names));
 }
 
 }  // namespace
@@ -78,7 +81,7 @@ CalibrationArtifact calibrate(const Model& model, std::span<const int32_t> token
   }
   CalibrationArtifact a;
   a.spec = calibrated_spec_text(spec);
-  a.model = ModelIdentity::of(model);
+  a.model = model_identity(model);
   a.kv_heads = c.kv_heads;
   a.head_dim = c.head_dim;
   a.tokens = chunks * ctx;

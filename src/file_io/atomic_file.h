@@ -7,7 +7,7 @@
 #include <span>
 #include <string>
 
-namespace veloxquant::session_file {
+namespace veloxquant::file_io {
 
 class AtomicFile {
  public:
@@ -27,4 +27,4 @@ class AtomicFile {
   int fd_ = -1;
 };
 
-}  // namespace veloxquant::session_file
+}  // namespace veloxquant::file_io
