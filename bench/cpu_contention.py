@@ -118,7 +118,7 @@ def main():
                 "best_over_default": med[best] / med[None],
             })
 
-    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     command = shlex.join(["python3", "bench/cpu_contention.py", *sys.argv[1:]])
     machine = f"{cpu_name()}, {cores} CPUs, {os.cpu_count()} online"
     report = {"command": command.strip(), "date": date, "machine": machine, "model": args.model,

@@ -33,15 +33,16 @@ def main():
           f"4 KV heads, head_dim 128, 4 query heads per KV head, seed 0); "
           f"{cpu_model()}, {os.cpu_count()} cores; {datetime.date.today().isoformat()}.")
     print()
-    print("| spec | compression | key_mse | key_cosine | value_mse | attn_rel_err | encode tok/s | attend tok/s |")
+    print("| spec | compression | key_mse | key_cosine | value_mse | attn_rel_err | encode tok/s | "
+          "attend tok/s |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for spec in args.specs:
         out = subprocess.run([exe, "bench", "--kv", spec, "--json"], check=True, capture_output=True,
                              text=True, env=env).stdout
         r = json.loads(out)
-        print(f"| `{r['spec']}` | {r['compression_ratio']:.2f}x | {r['key_mse']:.4g} | {r['key_cosine']:.4f} | "
-              f"{r['value_mse']:.4g} | {r['attn_rel_err']:.4f} | {r['encode_tokens_per_s']:.3g} | "
-              f"{r['attend_tokens_per_s']:.3g} |")
+        print(f"| `{r['spec']}` | {r['compression_ratio']:.2f}x | {r['key_mse']:.4g} | "
+              f"{r['key_cosine']:.4f} | {r['value_mse']:.4g} | {r['attn_rel_err']:.4f} | "
+              f"{r['encode_tokens_per_s']:.3g} | {r['attend_tokens_per_s']:.3g} |")
 
 
 if __name__ == "__main__":

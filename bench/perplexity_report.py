@@ -30,8 +30,8 @@ def cpu_model():
 
 
 def run(args, extra):
-    cmd = [os.path.relpath(CLI, ROOT), "perplexity", "-m", args.model, "-f", args.text, "--ctx", str(args.ctx),
-           "--chunks", str(args.chunks), "-t", str(args.threads), "--json"] + extra
+    cmd = [os.path.relpath(CLI, ROOT), "perplexity", "-m", args.model, "-f", args.text,
+           "--ctx", str(args.ctx), "--chunks", str(args.chunks), "-t", str(args.threads), "--json"] + extra
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT).stdout
     return cmd, json.loads(out)
 
@@ -39,11 +39,13 @@ def run(args, extra):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default=os.path.join(ROOT, "..", "shared", "models", "stories260K.gguf"))
-    p.add_argument("--text", default=os.path.join(ROOT, "..", "shared", "corpus", "wikitext-2-raw", "wiki.test.raw"))
+    p.add_argument("--text",
+                   default=os.path.join(ROOT, "..", "shared", "corpus", "wikitext-2-raw", "wiki.test.raw"))
     p.add_argument("--ctx", type=int, default=512)
     p.add_argument("--chunks", type=int, default=40)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--specs", default=" ".join(SPECS), help="space-separated specs; the first is the baseline")
+    p.add_argument("--specs", default=" ".join(SPECS),
+                   help="space-separated specs; the first is the baseline")
     p.add_argument("--name", help="results file name (default perplexity_<model>)")
     args = p.parse_args()
     # Paths relative to the repository root, where the CLI runs: the recorded commands and
@@ -79,7 +81,8 @@ def main():
                 f"{args.chunks} chunks, {rows[0]['scored_tokens']} scored tokens (llama.cpp's recipe). "
                 "KL and top-1 agreement are against the first row's log-probabilities; bytes are "
                 "one full chunk's cache.\n\n")
-        f.write(f"| kv spec | perplexity | vs {specs[0]} | KL (nats/token) | top-1 agreement | KV bytes | compression | peak RSS |\n")
+        f.write(f"| kv spec | perplexity | vs {specs[0]} | KL (nats/token) | top-1 agreement | KV bytes | "
+                "compression | peak RSS |\n")
         f.write("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
         base_ppl = rows[0]["perplexity"]
         for r in rows:

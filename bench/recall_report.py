@@ -45,8 +45,9 @@ def main():
             r["text"] = args.text
             rows.append(r)
             print(f"{r['kv']}: mean recall {100 * r['mean_recall']:.1f}%", flush=True)
-    command = (f"python3 bench/recall_report.py --model {args.model} --text {args.text} --specs \"{args.specs}\" "
-               f"--lengths {args.lengths} --depths {args.depths} --trials {args.trials} --name {args.name}")
+    command = (f"python3 bench/recall_report.py --model {args.model} --text {args.text} "
+               f"--specs \"{args.specs}\" --lengths {args.lengths} --depths {args.depths} "
+               f"--trials {args.trials} --name {args.name}")
     meta = {"date": datetime.date.today().isoformat(), "machine": f"{cpu_model()}, {os.cpu_count()} cores",
             "model": os.path.basename(args.model), "text": os.path.basename(args.text), "command": command}
     out = os.path.join(ROOT, "bench", "results", args.name)
@@ -59,7 +60,8 @@ def main():
                 f"needle planted at the depth and repeated at the end; recall is the share of the repeat's "
                 f"tokens after the first that the model predicts exactly, {args.trials} trials per cell. "
                 "KV bytes after the longest sequence.\n\n")
-        f.write("| kv spec | " + " | ".join(f"{n} @ {d:g}" for n, d in cells) + " | mean | KV bytes | compression |\n")
+        f.write("| kv spec | " + " | ".join(f"{n} @ {d:g}" for n, d in cells)
+                + " | mean | KV bytes | compression |\n")
         f.write("| --- |" + " ---: |" * (len(cells) + 3) + "\n")
         for r in rows:
             last = r["cells"][-1]

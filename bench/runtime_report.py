@@ -144,11 +144,11 @@ def parse(engine: str, stdout: str) -> list[dict]:
 
 def key_line(err: str) -> str:
     """The most informative line of an error output (llama.cpp prints its log before the error)."""
-    lines = [l.strip() for l in err.splitlines() if l.strip()]
+    lines = [line.strip() for line in err.splitlines() if line.strip()]
     for pat in ("does not divide", "requires", "not supported", "error"):
-        for l in lines:
-            if pat in l.lower():
-                return l
+        for line in lines:
+            if pat in line.lower():
+                return line
     return lines[-1] if lines else "(no output)"
 
 
@@ -246,7 +246,7 @@ def main() -> int:
 
     regen = " ".join(["python3 bench/runtime_report.py"] + [shlex.quote(x) for x in sys.argv[1:]])
     la_start, waited = wait_for_quiet(a.max_load, a.max_wait)
-    started = dt.datetime.now(dt.timezone.utc)
+    started = dt.datetime.now(dt.UTC)
     print(f"start: load average {la_start} (waited {waited:.0f} s)", file=sys.stderr, flush=True)
 
     rng = random.Random(a.seed)
@@ -289,7 +289,7 @@ def main() -> int:
               file=sys.stderr, flush=True)
 
     la_end = load_avg()
-    finished = dt.datetime.now(dt.timezone.utc)
+    finished = dt.datetime.now(dt.UTC)
 
     # Medians over all kept repetitions of all rounds, plus per-round medians.
     tests = [f"pp{a.prompt}", f"tg{a.gen}"]

@@ -20,8 +20,8 @@ for t, offsets in SCALES.items():
     blocks = rng.integers(0, 256, (256 // block_elems, block_bytes), dtype=np.uint8)
     for at in offsets:
         blocks[:, at : at + 2] = np.frombuffer(np.float16(0.01).tobytes(), dtype=np.uint8)
-    w.add_tensor(f"{t.name.lower()}.weight", blocks.reshape(-1), raw_shape=(256 // block_elems * block_bytes,),
-                 raw_dtype=t)
+    w.add_tensor(f"{t.name.lower()}.weight", blocks.reshape(-1),
+                 raw_shape=(256 // block_elems * block_bytes,), raw_dtype=t)
 w.write_header_to_file()
 w.write_kv_data_to_file()
 w.write_tensors_to_file()

@@ -38,7 +38,7 @@ def quality_vs_bytes(results, out):
     panels = [("perplexity_delta_pct", "perplexity vs fp16 (%)", 1.0),
               ("kl_mean", "mean KL divergence from fp16 (nats)", 1.0),
               ("retrieval_mean", "retrieval (%)", 100.0)]
-    for ax, (key, label, scale) in zip(axes, panels):
+    for ax, (key, label, scale) in zip(axes, panels, strict=True):
         for r in rows:
             ax.scatter(r["bits_per_element"], scale * r[key], color="C3" if r["pareto"] else "C0", zorder=3)
             ax.annotate(short(r["spec"]), (r["bits_per_element"], scale * r[key]), fontsize=7,
@@ -87,7 +87,7 @@ def retrieval(results, out):
     for ax in axes.flat:
         ax.axis("off")
     image = None
-    for ax, r in zip(axes.flat, rows):
+    for ax, r in zip(axes.flat, rows, strict=False):  # the grid's spare axes stay off
         # Cells come length by length, each with every depth.
         grid = [[100.0 * r["retrieval"][i * len(depths) + j]["recall"] for i in range(len(lengths))]
                 for j in range(len(depths))]
@@ -113,8 +113,9 @@ def observations(results, out):
     layers = len(rows[0]["observations"]["layers"])
     panels = [("key_error", "key reconstruction"), ("value_error", "value reconstruction"),
               ("attention_error", "attention output")]
-    fig, axes = plt.subplots(1, 3, figsize=(5 + 0.5 * layers * 3, 1.2 + 0.3 * len(rows)), constrained_layout=True)
-    for ax, (key, label) in zip(axes, panels):
+    fig, axes = plt.subplots(1, 3, figsize=(5 + 0.5 * layers * 3, 1.2 + 0.3 * len(rows)),
+                             constrained_layout=True)
+    for ax, (key, label) in zip(axes, panels, strict=True):
         grid = []
         for r in rows:
             line = []

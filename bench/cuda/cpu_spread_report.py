@@ -33,9 +33,11 @@ def main():
     for p in parity["perplexity"]:
         n = native.get((p["model"], p["kv"], p["chunks"]))
         if n is None:
-            raise SystemExit(f"no native CPU run for {p['model']} {p['kv']} {p['chunks']} chunks in {a.native}")
+            raise SystemExit(f"no native CPU run for {p['model']} {p['kv']} {p['chunks']} chunks "
+                             f"in {a.native}")
         if n["kv_bytes"] != p["kv_bytes_cpu"]:
-            raise SystemExit(f"{p['model']} {p['kv']}: the builds store {n['kv_bytes']} and {p['kv_bytes_cpu']} bytes")
+            raise SystemExit(f"{p['model']} {p['kv']}: the builds store {n['kv_bytes']} and "
+                             f"{p['kv_bytes_cpu']} bytes")
         spread = rel(n["perplexity"], p["ppl_cpu"])
         row = {"model": p["model"], "kv": p["kv"], "chunks": p["chunks"], "ppl_cpu_v3": p["ppl_cpu"],
                "ppl_cpu_native": n["perplexity"], "cpu_spread": spread}
@@ -54,15 +56,16 @@ def main():
              f"GPU and CPU (x86-64-v3, no FMA contraction): `{meta['parity_run']}` ({meta['gpu']}, "
              f"{meta['parity_date']}). CPU native: `{meta['native_command']}` on the development machine "
              f"(-march=native), {meta['date']}. Spread: the two CPU builds' relative difference. GPU: its "
-             "relative difference from the nearer CPU build; within the spread when that is at most the spread "
-             "(or 0.1 %, the bound for the fp16 cache).", "",
-             "| model | kv | PPL cpu v3 | PPL cpu native | CPU spread | PPL cuda f32 | f32 to nearer CPU | within | "
-             "PPL cuda f16 | f16 to nearer CPU | within |",
+             "relative difference from the nearer CPU build; within the spread when that is at most the "
+             "spread (or 0.1 %, the bound for the fp16 cache).", "",
+             "| model | kv | PPL cpu v3 | PPL cpu native | CPU spread | PPL cuda f32 | f32 to nearer CPU | "
+             "within | PPL cuda f16 | f16 to nearer CPU | within |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | --- |"]
     for r in rows:
         lines.append(f"| {r['model']} | `{r['kv']}` | {r['ppl_cpu_v3']:.4f} | {r['ppl_cpu_native']:.4f} | "
                      f"{r['cpu_spread']:.1e} | {r['ppl_cuda_f32']:.4f} | {r['gpu_f32_to_nearest_cpu']:.1e} | "
-                     f"{yes[r['within_spread_f32']]} | {r['ppl_cuda_f16']:.4f} | {r['gpu_f16_to_nearest_cpu']:.1e} | "
+                     f"{yes[r['within_spread_f32']]} | {r['ppl_cuda_f16']:.4f} | "
+                     f"{r['gpu_f16_to_nearest_cpu']:.1e} | "
                      f"{yes[r['within_spread_f16']]} |")
     within = sum(r["within_spread_f32"] for r in rows)
     lines += ["", f"f32 weights within the CPU's own spread: {within} of {len(rows)}; f16 weights: "

@@ -53,15 +53,16 @@ def main():
         models = [(name, pathlib.Path("models") / f"{name}.gguf") for name in PROJECT_MODELS]
         for name, arch, wtype, width, heads, kv, hd, ffn, layers in FIXTURES:
             gguf = tmp / f"{name}.gguf"
-            run([a.fixture_tool, "--arch", arch, "--type", wtype, "--seed", "7", "--width", str(width), "--heads",
-                 str(heads), "--kv-heads", str(kv), "--head-dim", str(hd), "--ffn", str(ffn), "--layers",
-                 str(layers), str(gguf)])
+            run([a.fixture_tool, "--arch", arch, "--type", wtype, "--seed", "7", "--width", str(width),
+                 "--heads", str(heads), "--kv-heads", str(kv), "--head-dim", str(hd), "--ffn", str(ffn),
+                 "--layers", str(layers), str(gguf)])
             models.append((name, gguf))
         for name, gguf in models:
             tokens = np.random.default_rng(sum(map(ord, name))).integers(3, 256, N_TOKENS)
             sequences = [np.roll(tokens, 7 * b) for b in range(BATCH)]
 
-            def dump(tag, seqs, *options):
+            # name and gguf bound now: the loop variables of this iteration.
+            def dump(tag, seqs, *options, name=name, gguf=gguf):
                 out = tmp / f"{name}-{tag}.npy"
                 text = ";".join(",".join(map(str, seq)) for seq in seqs)
                 run([a.dump_tool, str(gguf), "--tokens", text, "--out", str(out), *options])
@@ -75,19 +76,22 @@ def main():
                         gpu = dump(f"{weights}-{mode}-{batch}", sequences[:batch], "--device", "cuda",
                                    "--gpu-weights", weights, *extra)
                         gpu = gpu.reshape(batch, N_TOKENS, -1)
-                        err = max(float(np.abs(gpu[b] - cpu[b]).max() / np.abs(cpu[b]).max()) for b in range(batch))
-                        top1 = float(np.mean([gpu[b].argmax(axis=1) == cpu[b].argmax(axis=1) for b in range(batch)]))
+                        err = max(float(np.abs(gpu[b] - cpu[b]).max() / np.abs(cpu[b]).max())
+                                  for b in range(batch))
+                        top1 = float(np.mean([gpu[b].argmax(axis=1) == cpu[b].argmax(axis=1)
+                                              for b in range(batch)]))
                         passed = err <= BOUNDS[weights]
                         ok &= passed
-                        rows.append({"model": name, "weights": weights, "mode": mode, "batch": batch, "tokens": N_TOKENS,
-                                     "rel_error": err, "top1_agreement": top1, "bound": BOUNDS[weights],
-                                     "pass": passed})
+                        rows.append({"model": name, "weights": weights, "mode": mode, "batch": batch,
+                                     "tokens": N_TOKENS, "rel_error": err, "top1_agreement": top1,
+                                     "bound": BOUNDS[weights], "pass": passed})
     out = pathlib.Path(a.out)
-    meta = {"command": "python3 bench/cuda/gpu_logits.py (a step of bench/cuda/runtime_h200.sh)", "gpu": gpu_name(),
-            "date": datetime.date.today().isoformat()}
+    meta = {"command": "python3 bench/cuda/gpu_logits.py (a step of bench/cuda/runtime_h200.sh)",
+            "gpu": gpu_name(), "date": datetime.date.today().isoformat()}
     (out / "gpu_logits.json").write_text(json.dumps({**meta, "rows": rows}, indent=2))
     lines = ["# Logits on the GPU against the CPU runtime (the project's models, random-weight fixtures)", "",
-             f"`{meta['command']}`, {meta['gpu']}, {meta['date']}. {N_TOKENS} tokens, fp16 cache; error = max |gpu - cpu| / max |cpu| "
+             f"`{meta['command']}`, {meta['gpu']}, {meta['date']}. {N_TOKENS} tokens, fp16 cache; "
+             "error = max |gpu - cpu| / max |cpu| "
              f"(batch {BATCH}: the largest over the sequences, each against the CPU's run of it alone).", "",
              "| model | weights | mode | batch | rel. error | top-1 agreement | bound | pass |",
              "| --- | --- | --- | ---: | ---: | ---: | ---: | --- |"]

@@ -33,8 +33,8 @@ def main():
         f32 = load(cpu_file.with_name(cpu_file.name.replace("_cpu.json", "_cuda-f32.json")))
         f16 = load(cpu_file.with_name(cpu_file.name.replace("_cpu.json", "_cuda-f16.json")))
         row = {"model": pathlib.Path(cpu["model"]).stem, "kv": cpu["kv"], "chunks": cpu["chunks"],
-               "ppl_cpu": cpu["perplexity"], "kv_bytes_cpu": cpu["kv_bytes"], "tok_s_cpu": cpu["tokens_per_s"],
-               "threads_cpu": cpu["threads"]}
+               "ppl_cpu": cpu["perplexity"], "kv_bytes_cpu": cpu["kv_bytes"],
+               "tok_s_cpu": cpu["tokens_per_s"], "threads_cpu": cpu["threads"]}
         for name, run in (("f32", f32), ("f16", f16)):
             if run is None:
                 row[f"error_{name}"] = "no result"
@@ -62,14 +62,15 @@ def main():
     meta = {"command": a.command, "gpu": gpu_name(), "date": datetime.date.today().isoformat(),
             "bound_rel_perplexity": BOUND}
     out = pathlib.Path(a.out)
-    (out / "runtime_parity.json").write_text(json.dumps({**meta, "perplexity": rows, "greedy": generations}, indent=2))
+    (out / "runtime_parity.json").write_text(json.dumps({**meta, "perplexity": rows, "greedy": generations},
+                                                        indent=2))
     lines = ["# `--device cuda` against the CPU runtime", "",
-             f"Command: `{a.command}`; GPU: {meta['gpu']}; date: {meta['date']}. Perplexity: WikiText-2 test, "
-             f"context 2048, llama.cpp's chunking. Pass: with f32 weights (the CPU's arithmetic) the perplexity "
-             f"is within {BOUND:.1%} of the CPU's, and both precisions store the CPU's bytes. f16 weights (the "
-             "default) are reported beside it.", "",
-             "| model | kv | chunks | PPL cpu | PPL cuda f32 (rel. diff) | PPL cuda f16 (rel. diff) | kv bytes | "
-             "tok/s cpu | tok/s cuda f32 / f16 | pass |",
+             f"Command: `{a.command}`; GPU: {meta['gpu']}; date: {meta['date']}. Perplexity: WikiText-2 "
+             f"test, context 2048, llama.cpp's chunking. Pass: with f32 weights (the CPU's arithmetic) the "
+             f"perplexity is within {BOUND:.1%} of the CPU's, and both precisions store the CPU's bytes. "
+             "f16 weights (the default) are reported beside it.", "",
+             "| model | kv | chunks | PPL cpu | PPL cuda f32 (rel. diff) | PPL cuda f16 (rel. diff) | "
+             "kv bytes | tok/s cpu | tok/s cuda f32 / f16 | pass |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
 
     def ppl(r, name):
@@ -79,7 +80,8 @@ def main():
 
     for r in rows:
         lines.append(f"| {r['model']} | `{r['kv']}` | {r['chunks']} | {r['ppl_cpu']:.4f} | {ppl(r, 'f32')} | "
-                     f"{ppl(r, 'f16')} | {r['kv_bytes_cpu']:,} | {r['tok_s_cpu']:.0f} ({r['threads_cpu']} threads) | "
+                     f"{ppl(r, 'f16')} | {r['kv_bytes_cpu']:,} | "
+                     f"{r['tok_s_cpu']:.0f} ({r['threads_cpu']} threads) | "
                      f"{r.get('tok_s_cuda_f32', 0):.0f} / {r.get('tok_s_cuda_f16', 0):.0f} | "
                      f"{'yes' if r['pass'] else 'NO'} |")
     lines += ["", "Greedy continuation (200 tokens, fp16 cache), CPU against GPU:", "",
@@ -87,8 +89,9 @@ def main():
               "| --- | ---: | --- | ---: | ---: |"]
     yes = {True: "yes", False: "NO"}
     for g in generations:
-        lines.append(f"| {g['model']} | {g['tokens']} | {yes[g['same_text_f32']]} / {yes[g['same_text_f16']]} | "
-                     f"{g['tok_s_cpu']:.1f} | {g['tok_s_cuda_f32'] or 0:.1f} / {g['tok_s_cuda_f16'] or 0:.1f} |")
+        lines.append(f"| {g['model']} | {g['tokens']} | "
+                     f"{yes[g['same_text_f32']]} / {yes[g['same_text_f16']]} | {g['tok_s_cpu']:.1f} | "
+                     f"{g['tok_s_cuda_f32'] or 0:.1f} / {g['tok_s_cuda_f16'] or 0:.1f} |")
     (out / "runtime_parity.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0 if ok else 1

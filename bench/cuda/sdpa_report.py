@@ -84,7 +84,8 @@ def main():
              f"Command: `{args.command}`. Median of >= 50 launches (CUDA events); GB/s on the bytes the "
              "kernel reads from the cache. Append: one decode token per sequence (B x 8 KV heads), "
              "quantize-on-append vs our plain fp16 store of the same token.", "",
-             "| method | B | S | ours (us) | SDPA fp16 (us) | speed-up | GB/s | append (us) | fp16 store (us) | append ratio |",
+             "| method | B | S | ours (us) | SDPA fp16 (us) | speed-up | GB/s | append (us) | "
+             "fp16 store (us) | append ratio |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in sorted(rows, key=lambda r: (r["batch"], r["seq"], r["method"])):
         ratio = r["append_us"] / r["fp16_store_us"] if r["append_us"] and r["fp16_store_us"] else float("nan")

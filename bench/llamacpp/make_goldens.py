@@ -77,14 +77,17 @@ def run(cmd, **kw) -> subprocess.CompletedProcess:
 
 def build_llama(work: Path, build: str) -> dict[str, Path]:
     if build == "build":
-        run(["bash", ROOT / "bench" / "llamacpp" / "build_llama_bench.sh"], env={**os.environ, "WORK": str(work)})
+        run(["bash", ROOT / "bench" / "llamacpp" / "build_llama_bench.sh"],
+            env={**os.environ, "WORK": str(work)})
     out = work / build
     run(["cmake", "--build", out, "--target", "llama-quantize", "llama-perplexity", "-j", "2"])
     src = next(work.glob("llama_cpp_python-*/vendor/llama.cpp"))
     tool = out / "bin" / "llama_logits"
-    libs = [out / "src" / "libllama.a"] + [out / "ggml" / "src" / f"lib{n}.a" for n in ("ggml", "ggml-cpu", "ggml-base")]
+    libs = [out / "src" / "libllama.a"] + [out / "ggml" / "src" / f"lib{n}.a"
+                                           for n in ("ggml", "ggml-cpu", "ggml-base")]
     run(["c++", "-O2", "-std=c++17", "-I", src / "include", "-I", src / "ggml" / "include",
-         ROOT / "bench" / "llamacpp" / "llama_logits.cpp", *libs, "-fopenmp", "-lpthread", "-ldl", "-o", tool])
+         ROOT / "bench" / "llamacpp" / "llama_logits.cpp", *libs, "-fopenmp", "-lpthread", "-ldl", "-o",
+         tool])
     bins = out / "bin"
     return {"logits": tool, "quantize": bins / "llama-quantize", "perplexity": bins / "llama-perplexity"}
 
@@ -92,7 +95,8 @@ def build_llama(work: Path, build: str) -> dict[str, Path]:
 def write_fixture(path: Path, arch: str, type_: str, shape: tuple | None = None, vocab: str | None = None):
     cmd = [TOOLS / "veloxquant_make_fixture", "--arch", arch, "--type", type_, "--seed", "7"]
     if shape:
-        for flag, v in zip(("--heads", "--kv-heads", "--head-dim", "--width", "--ffn", "--layers"), shape):
+        flags = ("--heads", "--kv-heads", "--head-dim", "--width", "--ffn", "--layers")
+        for flag, v in zip(flags, shape, strict=True):
             cmd += [flag, v]
     if vocab:
         cmd += ["--vocab", VOCAB / f"ggml-vocab-{vocab}.gguf"]
@@ -111,7 +115,8 @@ def our_logits(path: Path, tokens, out: Path) -> np.ndarray:
 
 
 def perplexities(llama, path: Path) -> tuple[float, float]:
-    ours = json.loads(run([CLI, "perplexity", "-m", path, "-f", WIKI, "--ctx", 128, "--chunks", 4, "--json"]).stdout)
+    ours = json.loads(run([CLI, "perplexity", "-m", path, "-f", WIKI, "--ctx", 128, "--chunks", 4,
+                           "--json"]).stdout)
     r = run([llama["perplexity"], "-m", path, "-f", WIKI, "-c", 128, "--chunks", 4, "-t", 2, "-b", 128])
     theirs = float(re.search(r"Final estimate: PPL = ([0-9.]+)", r.stdout + r.stderr).group(1))
     return ours["perplexity"], theirs
@@ -164,17 +169,21 @@ def goldens(llama, tmp: Path) -> list[dict]:
 
 
 def markdown(rows: list[dict], meta: dict) -> str:
-    lines = [f"# The runtime against llama.cpp on real layouts and vocabularies", "",
+    lines = ["# The runtime against llama.cpp on real layouts and vocabularies", "",
              f"Command: `{meta['command']}`  ", f"Machine: {meta['machine']}  ", f"Date: {meta['date']}  ",
              f"llama.cpp: {meta['llama']}", "",
-             "Logits of a fixed 64-token prompt (llama.cpp with its f16 KV cache, ours with the fp16 cache); "
-             f"greedy: the same {GREEDY} tokens after it; perplexity: 4 chunks of 128 tokens of WikiText-2.", "",
-             "| arch | layout of | heads / kv / head_dim, width | vocab | type | max rel. logit diff | argmax agree | greedy equal | ppl ours / llama.cpp |",
+             "Logits of a fixed 64-token prompt (llama.cpp with its f16 KV cache, ours with the fp16 "
+             f"cache); greedy: the same {GREEDY} tokens after it; perplexity: 4 chunks of 128 tokens of "
+             "WikiText-2.", "",
+             "| arch | layout of | heads / kv / head_dim, width | vocab | type | max rel. logit diff | "
+             "argmax agree | greedy equal | ppl ours / llama.cpp |",
              "| --- | --- | --- | --- | --- | ---: | ---: | --- | --- |"]
     for r in rows:
         ppl = f"{r['ppl_ours']:.4f} / {r['ppl_llama']:.4f}" if "ppl_ours" in r else ""
-        lines.append(f"| {r['arch']} | {r['layout_of']} | {r['heads']} / {r['kv_heads']} / {r['head_dim']}, {r['width']} "
-                     f"| {r['vocab']} | {r['type']} | {r['max_rel_diff']:.2e} | {100 * r['argmax_agree']:.0f} % "
+        lines.append(f"| {r['arch']} | {r['layout_of']} | "
+                     f"{r['heads']} / {r['kv_heads']} / {r['head_dim']}, {r['width']} "
+                     f"| {r['vocab']} | {r['type']} | {r['max_rel_diff']:.2e} | "
+                     f"{100 * r['argmax_agree']:.0f} % "
                      f"| {'yes' if r['greedy_equal'] else 'NO'} | {ppl} |")
     return "\n".join(lines) + "\n"
 
@@ -202,7 +211,8 @@ def main() -> None:
         # One fixture per line: diffs of a regenerated file stay readable.
         head = json.dumps({k: v for k, v in golden.items() if k != "fixtures"}, indent=1)[:-2]
         body = ",\n".join("  " + json.dumps(f) for f in golden["fixtures"])
-        (ROOT / "tests" / "data" / "llamacpp_goldens.json").write_text(f'{head},\n "fixtures": [\n{body}\n ]\n}}\n')
+        (ROOT / "tests" / "data" / "llamacpp_goldens.json").write_text(
+            f'{head},\n "fixtures": [\n{body}\n ]\n}}\n')
         if args.goldens_only:
             return
         rows = model_rows(llama, tmp)

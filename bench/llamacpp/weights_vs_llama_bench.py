@@ -34,13 +34,21 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import gguf
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
-from runtime_report import (add_run_options, key_line, load_avg, machine, parse, run_call,  # noqa: E402
-                            wait_for_quiet, write_result)
+from runtime_report import (  # noqa: E402
+    add_run_options,
+    key_line,
+    load_avg,
+    machine,
+    parse,
+    run_call,
+    wait_for_quiet,
+    write_result,
+)
 
 LLAMA_BIN = ROOT / ".llamacpp" / "build" / "bin"
 OURS = ROOT / "build" / "bench" / "veloxquant_bench_runtime"
@@ -251,7 +259,7 @@ def main() -> int:
     rel = {q: Path(os.path.relpath(p, ROOT)) for q, p in files.items()}
 
     la_start, waited = wait_for_quiet(a.max_load, a.max_wait)
-    started = dt.datetime.now(dt.timezone.utc)
+    started = dt.datetime.now(dt.UTC)
     rng = random.Random(a.seed)
     calls = []
     for rnd in range(a.rounds):
@@ -275,7 +283,7 @@ def main() -> int:
         runs.append(rec)
         print(f"[{i + 1}/{len(calls)}] round {rnd} {engine} {q}: {rec['wall_s']} s"
               f" {rec['error'] or 'ok'}", file=sys.stderr, flush=True)
-    finished = dt.datetime.now(dt.timezone.utc)
+    finished = dt.datetime.now(dt.UTC)
 
     summary = []
     for q in a.types:

@@ -16,9 +16,9 @@ import veloxquant.hf
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
 torch.manual_seed(0)
-config = transformers.LlamaConfig(vocab_size=512, hidden_size=512, intermediate_size=1024, num_hidden_layers=4,
-                                  num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=4096,
-                                  initializer_range=0.1)
+config = transformers.LlamaConfig(vocab_size=512, hidden_size=512, intermediate_size=1024,
+                                  num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=4,
+                                  max_position_embeddings=4096, initializer_range=0.1)
 model = transformers.LlamaForCausalLM(config).to(device=device, dtype=torch.float16).eval()
 ids = torch.randint(3, 512, (1, 1024), generator=torch.Generator().manual_seed(1)).to(device)
 

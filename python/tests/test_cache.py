@@ -170,7 +170,8 @@ def test_bad_arguments():
 def test_a_saved_cache_loads_byte_for_byte(tmp_path):
     rng = np.random.default_rng(5)
     cache = vq.Cache("kivi", kv_heads=2, head_dim=64, layer=3, seed=9)
-    cache.append(rng.standard_normal((300, 2, 64), dtype=np.float32), rng.standard_normal((300, 2, 64), dtype=np.float32))
+    cache.append(rng.standard_normal((300, 2, 64), dtype=np.float32),
+                 rng.standard_normal((300, 2, 64), dtype=np.float32))
     path = tmp_path / "one.vqc"
     cache.save(str(path))
     loaded = vq.Cache.load(str(path))
@@ -184,7 +185,8 @@ def test_a_cross_layer_group_is_saved_and_loaded_whole(tmp_path):
     rng = np.random.default_rng(6)
     layers = vq.Cache.for_layers("minicache:start=0", layers=4, kv_heads=1, head_dim=64)
     for c in layers:
-        c.append(rng.standard_normal((200, 1, 64), dtype=np.float32), rng.standard_normal((200, 1, 64), dtype=np.float32))
+        c.append(rng.standard_normal((200, 1, 64), dtype=np.float32),
+                 rng.standard_normal((200, 1, 64), dtype=np.float32))
     for c in layers:
         c.finish_step()
     path = tmp_path / "group.vqc"

@@ -23,7 +23,8 @@ def test_decode_attention_matches_the_cpu_cache(spec):
     k = rng.standard_normal((batch, kv_heads, tokens, dim)).astype(np.float16)
     v = rng.standard_normal((batch, kv_heads, tokens, dim)).astype(np.float16)
     q = rng.standard_normal((batch, q_heads, dim)).astype(np.float16)
-    gpu = veloxquant.DeviceCache(spec, batch=batch, kv_heads=kv_heads, head_dim=dim, capacity=1024, layer=1, seed=5)
+    gpu = veloxquant.DeviceCache(spec, batch=batch, kv_heads=kv_heads, head_dim=dim, capacity=1024, layer=1,
+                                 seed=5)
     positions = torch.arange(tokens, device="cuda").expand(batch, tokens).contiguous()
     gpu.append(torch.from_numpy(k).cuda(), torch.from_numpy(v).cuda(), positions)
     out = torch.empty(batch, q_heads, dim, device="cuda")

@@ -114,20 +114,23 @@ def test_a_prompt_that_does_not_continue_the_session_is_refused(model, tmp_path)
         model.generate(PROMPT, 4, load_session=str(tmp_path / "nosuch.vqs"))
 
 
-EVAL_SETTINGS = dict(ctx=128, chunks=2, retrieval=[64, 128], depths=[0.5], needle=8, trials=1, decode_tokens=8)
+EVAL_SETTINGS = dict(ctx=128, chunks=2, retrieval=[64, 128], depths=[0.5], needle=8, trials=1,
+                     decode_tokens=8)
 
 
 def test_eval_measures_what_the_cli_measures(model, model_path, text_file, cli_path, tmp_path):
     ours = model.eval(text_file.read_text(), kv=["kivi"], recommend=50.0, **EVAL_SETTINGS)
-    subprocess.run([cli_path, "eval", "-m", str(model_path), "-f", str(text_file), "--kv", "kivi", "--ctx", "128",
-                    "--chunks", "2", "--retrieval", "64,128", "--depths", "0.5", "--needle", "8", "--trials", "1",
-                    "--decode-tokens", "8", "--recommend", "50", "--no-plots", "-t", "1", "--out", str(tmp_path)],
+    subprocess.run([cli_path, "eval", "-m", str(model_path), "-f", str(text_file), "--kv", "kivi",
+                    "--ctx", "128", "--chunks", "2", "--retrieval", "64,128", "--depths", "0.5",
+                    "--needle", "8", "--trials", "1", "--decode-tokens", "8", "--recommend", "50",
+                    "--no-plots", "-t", "1", "--out", str(tmp_path)],
                    check=True, capture_output=True)
     theirs = json.loads((tmp_path / "results.json").read_text())
     assert [m["spec"] for m in ours["methods"]] == [m["spec"] for m in theirs["methods"]]
     assert ours["methods"][0]["spec"] == "fp16"
     for a, b in zip(ours["methods"], theirs["methods"]):
-        for field in ("key_bytes", "value_bytes", "perplexity", "kl_mean", "top1_agreement", "retrieval_mean"):
+        for field in ("key_bytes", "value_bytes", "perplexity", "kl_mean", "top1_agreement",
+                      "retrieval_mean"):
             assert a[field] == b[field], field
     assert ours["recommendation"] == theirs["recommendation"]
 

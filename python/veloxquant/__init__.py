@@ -26,7 +26,6 @@ from ._veloxquant import (
     set_threads,
 )
 
-
 __all__ = [
     "Cache",
     "Codec",

@@ -52,7 +52,7 @@ class _Layer(CacheLayerMixin):
     is_compileable = False
     is_sliding = False
 
-    def __init__(self, owner: "Cache", index: int):
+    def __init__(self, owner: Cache, index: int):
         super().__init__()
         self._owner = owner
         self._index = index
@@ -79,7 +79,8 @@ class _Layer(CacheLayerMixin):
         return self._owner.max_tokens if self._owner.backend == "cuda" else -1
 
     def crop(self, tokens_to_remove: int) -> None:
-        raise NotImplementedError("veloxquant.hf.Cache cannot drop tokens (crop): compressed blocks are final")
+        raise NotImplementedError("veloxquant.hf.Cache cannot drop tokens (crop): compressed blocks are "
+                                  "final")
 
     def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
         raise NotImplementedError("veloxquant.hf.Cache does not support beam search")
@@ -119,7 +120,8 @@ class Cache(TransformersCache):
         self.kv_heads = getattr(config, "num_key_value_heads", None) or self.q_heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.q_heads
         # The backend's own answer (the rules DeviceCache and the runtime check).
-        self._cuda_unsupported = _vq.cuda_unsupported(self.spec, kv_heads=self.kv_heads, head_dim=self.head_dim)
+        self._cuda_unsupported = _vq.cuda_unsupported(self.spec, kv_heads=self.kv_heads,
+                                                      head_dim=self.head_dim)
         if backend == "cuda" and self._cuda_unsupported:
             raise _vq.SpecError(f"backend='cuda': {self._cuda_unsupported}")
         self.requested_backend = backend
@@ -141,10 +143,12 @@ class Cache(TransformersCache):
                             else "cpu")
         if self.backend == "cuda":
             if not key_states.is_cuda:
-                raise _vq.Error("backend='cuda' needs the model on a GPU; its keys are on " + str(key_states.device))
+                raise _vq.Error("backend='cuda' needs the model on a GPU; its keys are on "
+                                + str(key_states.device))
             self._store = [
                 _vq.DeviceCache(self.spec, batch=self._batch, kv_heads=self.kv_heads, head_dim=self.head_dim,
-                                capacity=self.max_tokens, layer=layer, layers=self.layer_count, seed=self.seed)
+                                capacity=self.max_tokens, layer=layer, layers=self.layer_count,
+                                seed=self.seed)
                 for layer in range(self.layer_count)
             ]
         else:
@@ -167,7 +171,8 @@ class Cache(TransformersCache):
             k = key_states.to(torch.float16).contiguous()
             v = value_states.to(torch.float16).contiguous()
             start = self._tokens
-            positions = torch.arange(start, start + n, dtype=torch.int64, device=k.device).expand(batch, n).contiguous()
+            positions = (torch.arange(start, start + n, dtype=torch.int64, device=k.device)
+                         .expand(batch, n).contiguous())
             self._store[layer].append(k, v, positions, torch.cuda.current_stream(k.device).cuda_stream)
             if n > 1:
                 if start:
@@ -196,7 +201,8 @@ class Cache(TransformersCache):
             out = torch.empty(batch, q_heads, head_dim, dtype=torch.float32, device=query.device)
             self._store[layer].attend(q, out, torch.cuda.current_stream(query.device).cuda_stream)
             return out.to(query.dtype).unsqueeze(1)
-        q = (query.detach().to(torch.float32) * (scaling / default_scale)).transpose(1, 2).contiguous().cpu().numpy()
+        q = ((query.detach().to(torch.float32) * (scaling / default_scale)).transpose(1, 2)
+             .contiguous().cpu().numpy())
         out = np.stack([self._store[s][layer].attend(q[s], observe=True) for s in range(batch)])
         if layer == self.layer_count - 1:
             for sequence in self._store:

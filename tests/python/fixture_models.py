@@ -69,7 +69,9 @@ def write(tool: str, out_dir: Path, v: Variant) -> tuple[Path, Path]:
         cmd.append("--tied")
     if v.rope_scale:
         cmd += ["--rope-scale", str(v.rope_scale)]
-    for flag, size in zip(("--width", "--heads", "--kv-heads", "--head-dim", "--ffn", "--layers"), v.shape):
+    # An empty shape passes no flags: the writer's default shape.
+    flags = ("--width", "--heads", "--kv-heads", "--head-dim", "--ffn", "--layers")
+    for flag, size in zip(flags, v.shape, strict=False):
         cmd += [flag, str(size)]
     run = subprocess.run(cmd + [str(gguf)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, f"{' '.join(cmd)} failed ({run.returncode}): {run.stderr}"

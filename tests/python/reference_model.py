@@ -139,7 +139,7 @@ class Model:
 
     def rounds_activations(self) -> bool:
         """Whether any product rounds its input (some weights are quantized)."""
-        linears = [self.output] + [getattr(l, n) for l in self.layers
+        linears = [self.output] + [getattr(layer, n) for layer in self.layers
                                    for n in ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down")]
         return any(w.group is not None for w in linears)
 
@@ -213,9 +213,11 @@ def load(path: str) -> Model:
         gelu=arch in GEMMA,
         embed_scale=float(np.sqrt(width)) if arch in GEMMA else 1.0,
         # Gemma's 27B models scale queries by 1/sqrt(width / heads) (query_pre_attn_scalar).
-        attn_scale=1.0 / np.sqrt(width // heads) if (arch, layers_n) in (("gemma2", 46), ("gemma3", 62)) else 0.0,
+        attn_scale=(1.0 / np.sqrt(width // heads) if (arch, layers_n) in (("gemma2", 46), ("gemma3", 62))
+                    else 0.0),
         attn_softcap=float(key("attn_logit_softcapping", 50.0)) if arch == "gemma2" else 0.0,
-        final_softcap=float(key("final_logit_softcapping", 30.0 if arch == "gemma2" else 0.0)) if arch in GEMMA else 0.0,
+        final_softcap=(float(key("final_logit_softcapping", 30.0 if arch == "gemma2" else 0.0))
+                       if arch in GEMMA else 0.0),
         window=window,
         sliding=sliding,
         rope_base_swa=float(key("rope.freq_base_swa", 10000.0)) if arch == "gemma3" else 0.0,
@@ -323,7 +325,8 @@ def forward(model: Model, tokens, kv_dtype=None, observe=None) -> np.ndarray:
             q, k = rms_norm(q, layer.q_norm, c.eps), rms_norm(k, layer.k_norm, c.eps)
         q = rope(q, positions, c, sliding)
         if c.temperature_scale:
-            q = q * (1.0 + c.temperature_scale * np.log1p(np.floor(positions / c.temperature_floor)))[:, None, None]
+            q = q * (1.0 + c.temperature_scale
+                     * np.log1p(np.floor(positions / c.temperature_floor)))[:, None, None]
         k_pre = k
         k = rope(k_pre, positions, c, sliding)
         v = v.reshape(n, c.kv_heads, c.head_dim)

@@ -42,7 +42,7 @@ def test_reader_sees_the_manifest(fixture_files, variant):
 
     assert [t.name for t in reader.tensors] == [t["name"] for t in manifest["tensors"]]
     assert reader.alignment == 32
-    for t, want in zip(reader.tensors, manifest["tensors"]):
+    for t, want in zip(reader.tensors, manifest["tensors"], strict=True):
         assert t.shape.tolist() == want["dims"], t.name
         assert t.tensor_type.name.lower() == want["type"], t.name
         assert int(t.n_bytes) == want["bytes"] == ggml_blocks.nbytes(int(t.tensor_type), int(t.n_elements))
@@ -90,7 +90,8 @@ def gpt2_byte_alphabet() -> list[str]:
 
 # The llama and qwen2 layouts, spelled out here; the other architectures' files are checked by
 # loading them (test_runtime_logits) against the reference model, which reads llama.cpp's names.
-@pytest.mark.parametrize("variant", [v for v in VARIANTS if v.arch in fixture_models.ARCHS], ids=lambda v: v.id)
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if v.arch in fixture_models.ARCHS],
+                         ids=lambda v: v.id)
 def test_fixture_is_shaped_like_llamacpp(fixture_files, variant):
     reader, _ = read(fixture_files, variant)
     a = variant.arch
@@ -142,7 +143,7 @@ def test_fixture_is_shaped_like_llamacpp(fixture_files, variant):
         assert len(meta["tokenizer.ggml.scores"]) == len(tokens)
         assert (meta["tokenizer.ggml.bos_token_id"], meta["tokenizer.ggml.eos_token_id"]) == (1, 2)
         # Every piece can be reached by merging two shorter pieces, or is one character.
-        normal = {t for t, k in zip(tokens, token_types) if k == 1}
+        normal = {t for t, k in zip(tokens, token_types, strict=True) if k == 1}
         for t in normal:
             assert len(t) == 1 or any(t[:i] in normal and t[i:] in normal for i in range(1, len(t))), t
     else:
@@ -158,7 +159,8 @@ def test_fixture_is_shaped_like_llamacpp(fixture_files, variant):
 
 
 def raw_tensors(reader):
-    return {t.name: (t, np.array(reader.data[t.data_offset : t.data_offset + t.n_bytes])) for t in reader.tensors}
+    return {t.name: (t, np.array(reader.data[t.data_offset : t.data_offset + t.n_bytes]))
+            for t in reader.tensors}
 
 
 @pytest.mark.parametrize("arch", fixture_models.ARCHS)
@@ -197,4 +199,5 @@ def test_weights_are_encoded_as_ggml_encodes_them(fixture_files, arch, weight_ty
             bound = amax * 2.0 ** (-11 if weight_type == "f16" else -8)
         assert np.all(err <= bound), f"{name}: error {err.max():.3g} beyond the format's bound"
         checked += 1
-    assert checked == 1 + 1 + 7 * Variant(arch, weight_type).sizes[5]  # token_embd, output, 7 matrices per layer
+    # token_embd, output, 7 matrices per layer
+    assert checked == 1 + 1 + 7 * Variant(arch, weight_type).sizes[5]

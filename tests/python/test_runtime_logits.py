@@ -23,8 +23,9 @@ these width-64 models' logits by up to about 3e-2: measured on the 17 quantized 
 with the reference within 5e-7 and 4 differ by 7.7e-3 .. 2.7e-2 (the rounding itself moves them
 by 1e-2 .. 4e-2); prefill and decode, which reach the rounded values through different float32
 sums, differ the same way in 3 of them, and the exact reference (float64 keys and values) rounds
-differently often enough to differ by 1e-2 .. 2.7e-2 in all. They are held to BOUND_ROUNDED, which still catches a wrong or transposed
-matrix; the quantized products are checked to float32 rounding in tests/runtime/weights_test.cpp."""
+differently often enough to differ by 1e-2 .. 2.7e-2 in all. They are held to BOUND_ROUNDED, which
+still catches a wrong or transposed matrix; the quantized products are checked to float32 rounding
+in tests/runtime/weights_test.cpp."""
 
 import subprocess
 

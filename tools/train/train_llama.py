@@ -192,7 +192,8 @@ def validation_loss(model, valid: torch.Tensor, context: int, windows: int, batc
 
 
 @torch.no_grad()
-def copy_accuracy(model, valid: torch.Tensor, context: int, windows: int, span: int, gen: torch.Generator) -> float:
+def copy_accuracy(model, valid: torch.Tensor, context: int, windows: int, span: int,
+                  gen: torch.Generator) -> float:
     """Share of a repeated random span's tokens (all but the first) predicted exactly, the first copy
     at a random depth of a `context`-token window of valid text and the second at its end."""
     model.eval()
@@ -295,14 +296,17 @@ def main():
     n_params = sum(p.numel() for p in model.parameters())
     decay = [p for p in model.parameters() if p.dim() == 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                             {"params": no_decay, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.95), fused=True)
     step_fn = model if args.no_compile else torch.compile(model)
     gen = torch.Generator(device=dev).manual_seed(args.seed)
-    data = batches(train, args.batch, args.context, gen, args.repeat_share, args.repeat_spans, args.vocab, args.seed)
+    data = batches(train, args.batch, args.context, gen, args.repeat_share, args.repeat_spans, args.vocab,
+                   args.seed)
     tokens_per_step = args.batch * args.context
     print(f"{args.config}: {n_params:,} parameters, {train.numel():,} train tokens, "
-          f"{args.steps} steps of {tokens_per_step:,} tokens ({args.steps * tokens_per_step / train.numel():.2f} epochs)",
+          f"{args.steps} steps of {tokens_per_step:,} tokens "
+          f"({args.steps * tokens_per_step / train.numel():.2f} epochs)",
           flush=True)
 
     curve, valid_curve, t0 = [], [], time.time()
@@ -348,24 +352,30 @@ def main():
     ref_tokens = torch.cat([valid.new_full((1,), BOS), valid[:31]])
     with torch.no_grad():
         ref_logits = model(ref_tokens[None])[0].float().cpu().numpy()
-    shards = save_shards(tensors, {"ref_tokens": ref_tokens.cpu().numpy().astype(np.int32), "ref_logits": ref_logits},
+    shards = save_shards(tensors, {"ref_tokens": ref_tokens.cpu().numpy().astype(np.int32),
+                                   "ref_logits": ref_logits},
                          args.out, args.config)
     report = dict(name=args.config, config=dict(c, head_dim=c["dim"] // c["heads"], vocab=args.vocab,
-                                                context=args.context, rope_base=ROPE_BASE, rms_eps=EPS, tied=True),
-                  parameters=n_params, seed=args.seed, steps=steps_done, planned_steps=args.steps, batch=args.batch, lr=args.lr,
-                  warmup=args.warmup, repeat_share=args.repeat_share, repeat_spans=args.repeat_spans, copy_accuracy=round(copying, 4),
+                                                context=args.context, rope_base=ROPE_BASE, rms_eps=EPS,
+                                                tied=True),
+                  parameters=n_params, seed=args.seed, steps=steps_done, planned_steps=args.steps,
+                  batch=args.batch, lr=args.lr, warmup=args.warmup, repeat_share=args.repeat_share,
+                  repeat_spans=args.repeat_spans, copy_accuracy=round(copying, 4),
                   train_tokens=int(train.numel()),
                   tokens_seen=steps_done * tokens_per_step, train_seconds=round(train_seconds, 1),
-                  final_train_loss=curve[-1]["loss"], valid_loss=round(val, 4), valid_ppl=round(math.exp(val), 3),
+                  final_train_loss=curve[-1]["loss"], valid_loss=round(val, 4),
+                  valid_ppl=round(math.exp(val), 3),
                   valid_tokens=min(args.valid_windows, (valid.numel() - 1) // args.context) * args.context,
-                  curve=curve, valid_curve=valid_curve, realism=stats, shards=shards, device=torch.cuda.get_device_name() if dev.type == "cuda" else "cpu",
+                  curve=curve, valid_curve=valid_curve, realism=stats, shards=shards,
+                  device=torch.cuda.get_device_name() if dev.type == "cuda" else "cpu",
                   torch=torch.__version__)
     with open(os.path.join(args.out, f"{args.config}.json"), "w") as f:
         json.dump(report, f, indent=1)
     print(f"{args.config}: valid loss {val:.4f} (ppl {math.exp(val):.2f}), copy accuracy {copying:.3f}, "
           f"{train_seconds:.0f} s training", flush=True)
     for i, s in enumerate(stats):
-        print(f"{args.config} layer {i}: sink {s['sink']:.3f} key ratio pre {s['key_channel_ratio_pre_rope']:.2f} "
+        print(f"{args.config} layer {i}: sink {s['sink']:.3f} "
+              f"key ratio pre {s['key_channel_ratio_pre_rope']:.2f} "
               f"post {s['key_channel_ratio_post_rope']:.2f}", flush=True)
 
 

@@ -204,8 +204,8 @@ def corpus_lines():
     """1-based numbers of the corpus lines whose ids are stored: the first 8 that are not blank
     and the first 6 with non-ASCII characters."""
     lines = (SHARED / CORPUS).read_bytes().split(b"\n")
-    plain = [i for i, l in enumerate(lines) if l.strip()][:8]
-    wide = [i for i, l in enumerate(lines) if any(b >= 0x80 for b in l)][:6]
+    plain = [i for i, line in enumerate(lines) if line.strip()][:8]
+    wide = [i for i, line in enumerate(lines) if any(b >= 0x80 for b in line)][:6]
     return lines, sorted(set(plain + wide))
 
 
