@@ -2,7 +2,7 @@
 # libraries, CMake and pkg-config files, the CLI). Its dependencies are the Debian packages the
 # CMake package finds (-dev) plus what dpkg-shlibdeps reads off the CLI. A package is for other
 # machines: configure it with -DVELOXQUANT_NATIVE=OFF and -DVELOXQUANT_CUDA=OFF (the CUDA
-# toolkit's libraries are no Debian package).
+# toolkit's libraries are no Debian package), as .ci/run does.
 if(VELOXQUANT_CUDA OR VELOXQUANT_NATIVE)
   add_custom_target(package
     COMMAND ${CMAKE_COMMAND} -E echo "package: this build has VELOXQUANT_CUDA=${VELOXQUANT_CUDA} VELOXQUANT_NATIVE=${VELOXQUANT_NATIVE}; a .deb needs both OFF (configure a separate build folder with -DVELOXQUANT_CUDA=OFF -DVELOXQUANT_NATIVE=OFF)"
