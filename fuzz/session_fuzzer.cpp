@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/xxhash64.h"
+#include "file_io/sections.h"
 #include "runtime/session_file/format.h"
 #include "veloxquant/error.h"
 #include "veloxquant/model.h"
@@ -25,13 +26,13 @@ namespace sf = veloxquant::session_file;
 // Rewrites each section's checksum (tag | u64 length | payload | u64 XXH64) to match its bytes.
 void fix_checksums(std::vector<uint8_t>& file) {
   size_t at = sf::kHeaderBytes;
-  while (file.size() - at >= sf::kFramingBytes) {
+  while (file.size() - at >= veloxquant::file_io::kFramingBytes) {
     uint64_t payload;
     std::memcpy(&payload, file.data() + at + 4, 8);
-    if (payload > file.size() - at - sf::kFramingBytes) return;
+    if (payload > file.size() - at - veloxquant::file_io::kFramingBytes) return;
     const uint64_t sum = veloxquant::xxhash64(std::span(file).subspan(at, 12 + payload));
     std::memcpy(file.data() + at + 12 + payload, &sum, 8);
-    at += sf::kFramingBytes + payload;
+    at += veloxquant::file_io::kFramingBytes + payload;
   }
 }
 
