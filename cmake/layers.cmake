@@ -19,7 +19,7 @@ set(VELOXQUANT_LAYER_cuda_USES core)
 # Compressed KV caches: every method's codecs, the cache, eviction, calibration artifacts and the
 # framing of the files that hold them.
 set(VELOXQUANT_LAYER_kv_DIRS src/codecs src/cache src/calibration src/file_io)
-set(VELOXQUANT_LAYER_kv_HEADERS codec.h pair_codec.h method.h cache.h calibration.h
+set(VELOXQUANT_LAYER_kv_HEADERS codec.h pair_codec.h method.h cache.h calibration.h precomputed.h
   model_identity.h)
 set(VELOXQUANT_LAYER_kv_USES core cuda)
 

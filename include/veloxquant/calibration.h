@@ -74,8 +74,10 @@ CalibrationArtifact parse_calibration(std::span<const uint8_t> bytes);
 std::shared_ptr<const CalibrationArtifact> load_calibration(const std::string& dir, const Spec& spec);
 
 // `shape` with shape.calibration loaded from `spec`'s artifacts= directory when the method is
-// calibrated, has no calibration yet and names a directory; else `shape` unchanged. KVCache
-// builds its codecs through this, so every cache of a calibrated spec finds its tables.
+// calibrated, has no calibration yet and names a directory; else `shape` unchanged. The
+// directory's precomputed tables (precomputed.h) are loaded too: for a method that is not
+// calibrated, artifacts=DIR names them alone and they must be there. KVCache builds its codecs
+// through this, so every cache of a spec finds its tables.
 LayerShape with_calibration(const Spec& spec, LayerShape shape);
 // The fitted tables of layer shape.layer, from shape.calibration. Throws Error saying how to
 // calibrate when there is none, and naming the mismatch when the artifact was made for another

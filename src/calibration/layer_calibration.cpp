@@ -3,8 +3,11 @@
 // before reading a table.
 #include <fmt/format.h>
 
+#include <filesystem>
+
 #include "veloxquant/calibration.h"
 #include "veloxquant/error.h"
+#include "veloxquant/precomputed.h"
 
 namespace veloxquant {
 
@@ -33,9 +36,12 @@ std::string calibrated_spec_text(const Spec& spec) {
 }
 
 LayerShape with_calibration(const Spec& spec, LayerShape shape) {
-  if (!spec.method->calibrated() || shape.calibration) return shape;
-  const std::string& dir = spec.params.get_text("artifacts");
-  if (!dir.empty()) shape.calibration = load_calibration(dir, spec);
+  const auto it = spec.params.strings.find("artifacts");
+  if (it == spec.params.strings.end() || it->second.empty()) return shape;
+  const std::string& dir = it->second;
+  // A calibrated method's directory may hold precomputed tables too; any other's must.
+  if (!spec.method->calibrated() || std::filesystem::exists(precomputed_path(dir))) load_precomputed(dir);
+  if (spec.method->calibrated() && !shape.calibration) shape.calibration = load_calibration(dir, spec);
   return shape;
 }
 

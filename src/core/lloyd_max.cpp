@@ -1,13 +1,41 @@
 #include "core/lloyd_max.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstring>
 #include <string>
 
+#include "core/precomputed.h"
 #include "veloxquant/error.h"
 
 namespace veloxquant {
 namespace {
+
+// A codebook as a precomputed table: centroid count, centroids, boundaries, distortion.
+Table codebook_table(const ScalarCodebook& cb) {
+  const uint32_t n = static_cast<uint32_t>(cb.centroids.size());
+  Table t(4 + (2 * size_t{n} - 1) * sizeof(float) + sizeof(double));
+  uint8_t* p = t.data();
+  std::memcpy(p, &n, 4);
+  std::memcpy(p += 4, cb.centroids.data(), n * sizeof(float));
+  std::memcpy(p += n * sizeof(float), cb.boundaries.data(), (n - 1) * sizeof(float));
+  std::memcpy(p + (n - 1) * sizeof(float), &cb.distortion, sizeof(double));
+  return t;
+}
+
+ScalarCodebook codebook_of(const Table& t) {
+  uint32_t n;
+  std::memcpy(&n, t.data(), 4);
+  ScalarCodebook cb;
+  cb.centroids.resize(n);
+  cb.boundaries.resize(n - 1);
+  const uint8_t* p = t.data() + 4;
+  std::memcpy(cb.centroids.data(), p, n * sizeof(float));
+  std::memcpy(cb.boundaries.data(), p += n * sizeof(float), (n - 1) * sizeof(float));
+  std::memcpy(&cb.distortion, p + (n - 1) * sizeof(float), sizeof(double));
+  return cb;
+}
 
 // Cells of the integration grid. The midpoint rule on 2^16 cells keeps the conditional means and
 // the distortion well inside 1e-4 relative for the densities used here, and never evaluates the
@@ -155,8 +183,11 @@ ScalarCodebook lloyd_max_gaussian(unsigned bits, double sigma) {
     throw Error("lloyd_max_gaussian: sigma " + std::to_string(sigma) + "; expected > 0");
   }
   // Beyond 12 sigma the mass (1e-33) is far below double rounding of the moments.
-  return lloyd_max([sigma](double x) { return std::exp(-0.5 * (x / sigma) * (x / sigma)); },
-                   -12 * sigma, 12 * sigma, size_t{1} << bits);
+  const TableKey key{TableKind::GaussianCodebook, 0, bits, std::bit_cast<uint64_t>(sigma)};
+  return codebook_of(precomputed_table(key, [&] {
+    return codebook_table(lloyd_max([sigma](double x) { return std::exp(-0.5 * (x / sigma) * (x / sigma)); },
+                                    -12 * sigma, 12 * sigma, size_t{1} << bits));
+  }));
 }
 
 ScalarCodebook lloyd_max_laplacian(unsigned bits, double b) {
@@ -179,12 +210,14 @@ ScalarCodebook lloyd_max_sphere_coordinate(unsigned bits, size_t dim) {
   // below 1e-40, so the grid spends its cells where the levels are.
   const double reach = std::min(1.0, 14.0 / std::sqrt(static_cast<double>(dim)));
   // Evaluated through the logarithm so that large powers do not underflow before normalizing.
-  return lloyd_max(
-      [power](double x) {
-        const double s = 1 - x * x;
-        return s <= 0 ? 0.0 : std::exp(power * std::log(s));
-      },
-      -reach, reach, size_t{1} << bits);
+  return codebook_of(precomputed_table({TableKind::SphereCodebook, dim, bits, 0}, [&] {
+    return codebook_table(lloyd_max(
+        [power](double x) {
+          const double s = 1 - x * x;
+          return s <= 0 ? 0.0 : std::exp(power * std::log(s));
+        },
+        -reach, reach, size_t{1} << bits));
+  }));
 }
 
 }  // namespace veloxquant

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <numbers>
 
+#include "core/precomputed.h"
+
 namespace veloxquant {
 namespace {
 uint64_t splitmix64(uint64_t& x) {
@@ -55,6 +57,15 @@ uint64_t derive_seed(uint64_t seed, std::initializer_list<uint64_t> labels) {
     h = splitmix64(x);
   }
   return h;
+}
+
+std::vector<float> gaussian_matrix(size_t rows, size_t cols, uint64_t seed) {
+  return floats_of(precomputed_table({TableKind::GaussianMatrix, cols, rows, seed}, [&] {
+    std::vector<float> m(rows * cols);
+    Rng rng(seed);
+    for (float& x : m) x = static_cast<float>(rng.normal());
+    return table_of(m);
+  }));
 }
 
 }  // namespace veloxquant

@@ -2,8 +2,10 @@
 // on every platform (no std:: distributions, whose output is implementation-defined).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <vector>
 
 namespace veloxquant {
 
@@ -26,5 +28,9 @@ class Rng {
 
 // Mixes a base seed with labels (layer index, stream tag) into an independent seed.
 uint64_t derive_seed(uint64_t seed, std::initializer_list<uint64_t> labels);
+
+// rows x cols standard normals from `seed`, row-major, drawn row by row: the Gaussian sketches
+// of qjl and turboquant_prod.
+std::vector<float> gaussian_matrix(size_t rows, size_t cols, uint64_t seed);
 
 }  // namespace veloxquant

@@ -3,6 +3,7 @@
 #include <Eigen/Dense>
 #include <cmath>
 
+#include "core/precomputed.h"
 #include "core/rng.h"
 #include "veloxquant/error.h"
 
@@ -44,13 +45,14 @@ std::vector<float> random_orthogonal(size_t d, uint64_t seed) {
 
 Rotation::Rotation(size_t dim, uint64_t seed) : dim_(dim) {
   if (dim == 0) throw Error("rotation dimension 0; expected at least 1");
-  if (is_power_of_two(dim)) {
+  const Table table = precomputed_table({TableKind::Rotation, dim, 0, seed}, [&] {
+    if (!is_power_of_two(dim)) return table_of(random_orthogonal(dim, seed));
     Rng rng(seed);
-    signs_.resize(dim);
-    for (auto& s : signs_) s = rng.sign();
-  } else {
-    dense_ = random_orthogonal(dim, seed);
-  }
+    std::vector<float> signs(dim);
+    for (auto& s : signs) s = rng.sign();
+    return table_of(signs);
+  });
+  (is_power_of_two(dim) ? signs_ : dense_) = floats_of(table);
 }
 
 void Rotation::forward(float* x, size_t rows) const {

@@ -140,6 +140,9 @@ class SectionCursor {
     return PayloadReader(framed.subspan(12), std::move(label));
   }
 
+  // Whether every byte of the file has been read as sections.
+  bool at_end() const { return pos_ == file_.size(); }
+
   // The sections read so far, in order.
   const std::vector<Located>& located() const { return located_; }
 

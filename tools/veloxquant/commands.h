@@ -18,6 +18,7 @@ Command add_recall_command(CLI::App& app);
 Command add_session_command(CLI::App& app);
 Command add_eval_command(CLI::App& app);
 Command add_calibrate_command(CLI::App& app);
+Command add_precompute_command(CLI::App& app);
 Command add_tokenize_command(CLI::App& app);
 
 }  // namespace veloxquant::cli

@@ -7,6 +7,7 @@
 #include "codecs/comm_vq/comm_vq_fit.h"
 #include "codecs/comm_vq/comm_vq_key_codec.h"
 #include "codecs/comm_vq/method.h"
+#include "codecs/common/artifacts_param.h"
 #include "codecs/common/turboquant_values.h"
 #include "core/rng.h"
 #include "veloxquant/calibration.h"
@@ -83,10 +84,11 @@ MethodInfo comm_vq_method() {
               "values: turboquant_mse";
   m.params = {
       ParamDef::integer("codebooks", 4, 1, 16, "additive key codebooks (one index each per key)"),
-      ParamDef::integer("bits", 8, 1, 8, "bits per codebook index (2^bits codewords, the first the origin; one byte)"),
+      ParamDef::integer("bits", 8, 1, 8,
+                        "bits per codebook index (2^bits codewords, the first the origin; one byte)"),
       ParamDef::integer("iters", 10, 0, 100, "EM rounds after seeding each codebook with residual rows"),
       ParamDef::integer("vbits", 4, 1, 8, "value bits per coordinate (turboquant_mse)"),
-      ParamDef::text("artifacts", "directory holding the calibration (veloxquant calibrate -o DIR)"),
+      artifacts_param(true),
   };
   m.make = make;
   m.fit = fit;

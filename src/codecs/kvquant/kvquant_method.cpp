@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "codecs/common/artifacts_param.h"
 #include "codecs/kvquant/kvquant_codec.h"
 #include "codecs/kvquant/kvquant_fit.h"
 #include "codecs/kvquant/method.h"
@@ -100,7 +101,7 @@ MethodInfo kvquant_nuq_method() {
       ParamDef::boolean("sink", true, "keep each stream's first token (the attention sink) exact"),
       ParamDef::choice("weight", {"activation", "uniform"}, "activation",
                        "k-means sensitivity: squared activations (the Fisher proxy) or none"),
-      ParamDef::text("artifacts", "directory holding the calibration (veloxquant calibrate -o DIR)"),
+      artifacts_param(true),
   };
   m.make = make;
   m.fit = fit;

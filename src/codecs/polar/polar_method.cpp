@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <string>
 
+#include "codecs/common/artifacts_param.h"
 #include "codecs/polar/method.h"
 #include "codecs/polar/polar_codec.h"
 #include "core/rng.h"
@@ -41,6 +42,7 @@ MethodInfo polar_method() {
       ParamDef::integer("bits1", 4, 1, 8, "bits per level-1 angle, uniform on [0, 2pi) (paper: 4)"),
       ParamDef::integer("bits", 2, 1, 8, "bits per angle of levels 2 and deeper (paper: 2)"),
       ParamDef::integer("residual", 128, 0, 1 << 20, "most recent tokens kept in fp16"),
+      artifacts_param(false),
   };
   m.make = [](const Params& p, const LayerShape& s) {
     PolarConfig cfg;

@@ -73,11 +73,7 @@ QjlKeyCodec::QjlKeyCodec(const QjlKeyConfig& config) : cfg_(config) {
 }
 
 std::vector<float> QjlKeyCodec::sketch_matrix(size_t dim, size_t proj, uint64_t seed) {
-  // Drawn row by row.
-  std::vector<float> s(proj * dim);
-  Rng rng(seed);
-  for (float& x : s) x = static_cast<float>(rng.normal());
-  return s;
+  return gaussian_matrix(proj, dim, seed);
 }
 
 size_t QjlKeyCodec::token_bytes() const {

@@ -2,6 +2,7 @@
 #include <memory>
 #include <string>
 
+#include "codecs/common/artifacts_param.h"
 #include "codecs/kivi/kivi_value_codec.h"
 #include "codecs/qjl/method.h"
 #include "codecs/qjl/qjl_key_codec.h"
@@ -73,6 +74,7 @@ MethodInfo qjl_method() {
                         "value channels per min/max group (multiple of 16; min(vgroup, head_dim), "
                         "the last group of a token may be shorter)"),
       ParamDef::integer("residual", 128, 0, 1 << 20, "most recent tokens kept in fp16"),
+      artifacts_param(false),
   };
   m.make = [](const Params& p, const LayerShape& s) {
     const QjlKeyConfig k = key_config(p, s);

@@ -1,6 +1,7 @@
 #include <memory>
 #include <string>
 
+#include "codecs/common/artifacts_param.h"
 #include "codecs/common/turboquant_values.h"
 #include "codecs/rabitq/method.h"
 #include "codecs/rabitq/rabitq_key_codec.h"
@@ -24,6 +25,7 @@ MethodInfo rabitq_method() {
   m.params = {
       ParamDef::integer("nlist", 16, 1, 256, "IVF clusters per KV head (k-means on the prompt's keys)"),
       ParamDef::integer("vbits", 4, 1, 8, "value bits per coordinate (turboquant_mse)"),
+      artifacts_param(false),
   };
   m.make = [](const Params& p, const LayerShape& s) {
     if (s.head_dim < 2) {

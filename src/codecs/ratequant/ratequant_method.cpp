@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "codecs/common/artifacts_param.h"
 #include "codecs/ratequant/allocation.h"
 #include "codecs/ratequant/inner.h"
 #include "codecs/ratequant/method.h"
@@ -102,8 +103,9 @@ MethodInfo ratequant_method() {
   m.params = {
       ParamDef::real("avg", 2.5, 1, 8, "average bit width over every KV head of the model (never exceeded)"),
       ParamDef::choice("per", {"head", "layer"}, "head", "allocation unit: each KV head, or each layer"),
-      ParamDef::integer("sequences", 8, 1, 256, "calibration sequences the distortion is measured on, per layer"),
-      ParamDef::text("artifacts", "directory holding the calibration (veloxquant calibrate -o DIR)"),
+      ParamDef::integer("sequences", 8, 1, 256,
+                        "calibration sequences the distortion is measured on, per layer"),
+      artifacts_param(true),
   };
   m.make = make;
   m.fit = fit;

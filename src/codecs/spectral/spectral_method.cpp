@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "codecs/common/artifacts_param.h"
 #include "codecs/common/turboquant_values.h"
 #include "codecs/spectral/method.h"
 #include "codecs/spectral/spectral_fit.h"
@@ -148,7 +149,7 @@ MethodInfo spectral_method() {
                        "bits per eigen-direction: reverse water-filling on the eigenvalues, or `bits` "
                        "everywhere (an ablation)"),
       ParamDef::integer("vbits", 4, 1, 8, "value bits per coordinate (turboquant_mse)"),
-      ParamDef::text("artifacts", "directory holding the calibration (veloxquant calibrate -o DIR)"),
+      artifacts_param(true),
   };
   m.make = make;
   m.fit = fit;

@@ -2,6 +2,7 @@
 #include <memory>
 #include <string>
 
+#include "codecs/common/artifacts_param.h"
 #include "codecs/common/turboquant_values.h"
 #include "codecs/turboquant/method.h"
 #include "codecs/turboquant/turboquant_cuda.h"
@@ -42,6 +43,7 @@ MethodInfo turboquant_mse_method() {
   m.params = {
       ParamDef::integer("bits", 4, 1, 8, "key bits per coordinate"),
       ParamDef::integer("vbits", 4, 1, 8, "value bits per coordinate"),
+      artifacts_param(false),
   };
   m.make = [](const Params& p, const LayerShape& s) {
     require_dim("turboquant_mse", s);
@@ -67,6 +69,7 @@ MethodInfo turboquant_prod_method() {
   m.params = {
       ParamDef::integer("bits", 4, 1, 8, "key bits per coordinate, one of them the QJL sign"),
       ParamDef::integer("vbits", 4, 1, 8, "value bits per coordinate (turboquant_mse)"),
+      artifacts_param(false),
   };
   m.make = [](const Params& p, const LayerShape& s) {
     require_dim("turboquant_prod", s);
@@ -93,6 +96,7 @@ MethodInfo turboquant_rvq_method() {
   m.params = {
       ParamDef::integer("bits", 1, 1, 4, "key bits per coordinate per stage (2 stages)"),
       ParamDef::integer("vbits", 1, 1, 4, "value bits per coordinate per stage (2 stages)"),
+      artifacts_param(false),
   };
   m.make = [](const Params& p, const LayerShape& s) {
     require_dim("turboquant_rvq", s);

@@ -25,10 +25,7 @@ float read_f32(const uint8_t* p) {
 }  // namespace
 
 std::vector<float> TurboQuantProdCodec::sketch_matrix(size_t dim, uint64_t sketch_seed) {
-  Rng rng(sketch_seed);
-  std::vector<float> m(dim * dim);
-  for (auto& v : m) v = static_cast<float>(rng.normal());
-  return m;
+  return gaussian_matrix(dim, dim, sketch_seed);
 }
 
 ScalarCodebook TurboQuantProdCodec::mse_codebook(unsigned bits, size_t dim) {

@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "codecs/common/artifacts_param.h"
 #include "codecs/common/turboquant_values.h"
 #include "codecs/vecinfer/method.h"
 #include "codecs/vecinfer/vecinfer_fit.h"
@@ -97,10 +98,11 @@ MethodInfo vecinfer_method() {
   m.params = {
       ParamDef::integer("dims", 8, 1, 64, "key sub-vector length (must divide head_dim)"),
       ParamDef::integer("centroids", 256, 2, 256, "k-means centroids per key sub-space (one index byte)"),
-      ParamDef::boolean("smooth", true, "divide key channels by sqrt(max |K_c|) before the rotation "
+      ParamDef::boolean("smooth", true,
+                        "divide key channels by sqrt(max |K_c|) before the rotation "
                         "(false: rotation alone, the paper's ablation)"),
       ParamDef::integer("vbits", 4, 1, 8, "value bits per coordinate (turboquant_mse)"),
-      ParamDef::text("artifacts", "directory holding the calibration (veloxquant calibrate -o DIR)"),
+      artifacts_param(true),
   };
   m.make = make;
   m.fit = fit;
