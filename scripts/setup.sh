@@ -12,8 +12,9 @@ packages=(build-essential cmake ninja-build pkg-config libgtest-dev libbenchmark
           libeigen3-dev libhwy-dev libopenblas-dev libcli11-dev libfmt-dev nlohmann-json3-dev
           python3 python3-venv
           # CI's sanitizer and fuzzing builds (docs/reliability.md): clang and its sanitizer
-          # runtimes with libFuzzer.
-          clang libclang-rt-dev)
+          # runtimes with libFuzzer; its format and lint checks (scripts/check_format.sh,
+          # scripts/check_tidy.sh).
+          clang libclang-rt-dev clang-format clang-tidy)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -20,10 +20,9 @@ std::string error_message(Fn&& fn) {
 
 }  // namespace veloxquant::test
 
-#define EXPECT_CONTAINS(text, fragment)                                                          \
-  do {                                                                                           \
-    const std::string expect_contains_text = (text);                                             \
-    EXPECT_NE(expect_contains_text.find(fragment), std::string::npos)                            \
-        << "expected a message containing \"" << (fragment) << "\", got \"" << expect_contains_text \
-        << "\"";                                                                                 \
+#define EXPECT_CONTAINS(text, fragment)                                                                      \
+  do {                                                                                                       \
+    const std::string& expect_contains_text = (text);                                                        \
+    EXPECT_NE(expect_contains_text.find(fragment), std::string::npos)                                        \
+        << "expected a message containing \"" << (fragment) << "\", got \"" << expect_contains_text << "\""; \
   } while (0)

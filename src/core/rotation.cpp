@@ -32,7 +32,7 @@ std::vector<float> random_orthogonal(size_t d, uint64_t seed) {
     for (Eigen::Index j = 0; j < g.cols(); ++j) g(i, j) = rng.normal();
   Eigen::HouseholderQR<Eigen::MatrixXd> qr(g);
   Eigen::MatrixXd q = qr.householderQ();
-  const Eigen::MatrixXd r = qr.matrixQR();
+  const Eigen::MatrixXd& r = qr.matrixQR();
   // Multiply column j by sign(R_jj) so the distribution is Haar, not biased by QR's convention.
   for (Eigen::Index j = 0; j < q.cols(); ++j)
     if (r(j, j) < 0) q.col(j) = -q.col(j);

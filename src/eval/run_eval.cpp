@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 
 #include "eval/eval_report.h"
@@ -31,7 +32,7 @@ struct TempFile {
 }  // namespace
 
 std::string minutes(double seconds) {
-  const auto s = static_cast<long>(seconds + 0.5);
+  const long s = std::lround(seconds);
   return fmt::format("{}m{:02}s", s / 60, s % 60);
 }
 

@@ -385,7 +385,7 @@ TEST(Kivi, RejectsUnsupportedParameters) {
   EXPECT_THROW(KVCache("kivi:group=24", LayerShape{1, 8, 0, 0}), SpecError);  // keys need it too
   EXPECT_THROW(parse_spec("kivi:kbits=1"), SpecError);
   try {
-    KVCache("kivi:group=40", LayerShape{1, 8, 0, 0});
+    const KVCache cache("kivi:group=40", LayerShape{1, 8, 0, 0});
     ADD_FAILURE() << "group=40 was accepted";
   } catch (const SpecError& e) {
     EXPECT_NE(std::string(e.what()).find("group=40"), std::string::npos) << e.what();

@@ -239,7 +239,7 @@ TEST(QjlMethod, RejectsParametersItCannotHonour) {
   EXPECT_THROW(KVCache("qjl:proj=100", LayerShape{1, 8, 0, 0}), SpecError);
   EXPECT_THROW(KVCache("qjl:proj=64,outlier_proj=128", LayerShape{1, 8, 0, 0}), SpecError);
   try {
-    KVCache("qjl:proj=64,outlier_proj=128", shape);
+    const KVCache cache("qjl:proj=64,outlier_proj=128", shape);
     ADD_FAILURE() << "outlier_proj > proj was accepted";
   } catch (const SpecError& e) {
     EXPECT_NE(std::string(e.what()).find("outlier_proj=128"), std::string::npos) << e.what();

@@ -209,7 +209,8 @@ double expect_close(const Matrix& m, const float* x, size_t n, const std::vector
         continue;
       }
       const Reference ints = integer_reference(m.w.type, m.bytes.data() + i * m.w.row_bytes(), cols, a, t);
-      const double kernel_bound = (2.0 * static_cast<double>(cols / group) + 10) * kU * ints.abs_sum;
+      const size_t groups = cols / group;
+      const double kernel_bound = (2.0 * static_cast<double>(groups) + 10) * kU * ints.abs_sum;
       check(got, ints.value, kernel_bound, where + " (integer reference)");
       double rounding = 0;
       for (size_t k = 0; k < cols; ++k) rounding += std::fabs(w[k]) * a.scale_of(t)[k / group];

@@ -6,6 +6,7 @@
 // the same average; Ada-KV (Feng et al., arXiv 2407.11550) splits a layer's budget across its
 // heads by taking the top scores of all heads together, each head guaranteed a floor.
 #include <algorithm>
+#include <cmath>
 #include <functional>
 
 #include "cache/eviction/budget_param.h"
@@ -123,7 +124,7 @@ MethodInfo pyramidkv_method() {
         const double avg = static_cast<double>(s.budget - s.window);
         const double lo = avg / static_cast<double>(p.get_int("beta")), hi = 2 * avg - lo;
         const double depth = shape.layers > 1 ? static_cast<double>(shape.layer) / (shape.layers - 1) : 0.5;
-        const size_t layer_budget = s.window + static_cast<size_t>(hi - (hi - lo) * depth + 0.5);
+        const size_t layer_budget = s.window + static_cast<size_t>(std::lround(hi - (hi - lo) * depth));
         return std::make_unique<SnapKv>(layer_budget, s.window, s.kernel);
       }};
 }

@@ -1,3 +1,6 @@
+#include <memory>
+#include <utility>
+
 #include "codecs/kivi/method.h"
 #include "codecs/xquant/method.h"
 #include "codecs/xquant/xquant_pair_codec.h"
@@ -9,11 +12,11 @@ namespace {
 std::unique_ptr<PairCodec> sharing(std::unique_ptr<Codec> kivi, const Params& p) {
   auto* grid = dynamic_cast<GridCodec*>(kivi.get());
   if (grid == nullptr) throw Error("xquant: KIVI's codec does not expose its grids");
-  kivi.release();
+  std::unique_ptr<GridCodec> grids(grid);
+  (void)kivi.release();  // owned by `grids` now
   const auto follower = p.get_choice("follower") == "minmax" ? xquant::FollowerGrid::MinMax
                                                               : xquant::FollowerGrid::LeastSquares;
-  return std::make_unique<xquant::XQuantPairCodec>(std::unique_ptr<GridCodec>(grid), follower,
-                                                   p.get_float("eta"));
+  return std::make_unique<xquant::XQuantPairCodec>(std::move(grids), follower, p.get_float("eta"));
 }
 
 }  // namespace

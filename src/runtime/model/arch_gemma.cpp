@@ -15,7 +15,8 @@ namespace {
 // The 27B models scale queries by 1/sqrt(width / heads) rather than 1/sqrt(head_dim)
 // (gemma_pytorch's query_pre_attn_scalar); llama.cpp knows them by their layer count.
 void read_query_scale(ModelConfig& c, uint32_t layers_of_27b) {
-  if (c.layers == layers_of_27b) c.attention_scale = 1.0f / std::sqrt(static_cast<float>(c.embedding / c.heads));
+  const uint32_t head_width = c.embedding / c.heads;
+  if (c.layers == layers_of_27b) c.attention_scale = 1.0f / std::sqrt(static_cast<float>(head_width));
 }
 
 void read_gemma2(const MetadataReader& r, ModelConfig& c) {

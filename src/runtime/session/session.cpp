@@ -219,8 +219,9 @@ struct Session::Impl {
       // position go into the queries.
       float scale = c.attention_scale != 0.0f ? c.attention_scale * std::sqrt(static_cast<float>(hd)) : 1.0f;
       if (c.attention_temperature_scale != 0.0f) {
-        const auto periods = static_cast<float>(positions[t] / c.attention_temperature_floor);
-        scale *= 1.0f + c.attention_temperature_scale * std::log(periods + 1.0f);
+        const int64_t periods = positions[t] /
+                                c.attention_temperature_floor;  // whole periods, as llama.cpp floors them
+        scale *= 1.0f + c.attention_temperature_scale * std::log(static_cast<float>(periods) + 1.0f);
       }
       if (scale != 1.0f)
         for (size_t i = 0; i < qw; ++i) q[t * qw + i] *= scale;
