@@ -12,14 +12,19 @@
 namespace veloxquant {
 namespace {
 
-// A codebook as a precomputed table: centroid count, centroids, boundaries, distortion.
+// A codebook as a precomputed table: centroid count, centroids, boundaries, distortion. A
+// one-level codebook has no boundaries, and memcpy may not be handed their null data().
+void copy_bytes(void* to, const void* from, size_t n) {
+  if (n > 0) std::memcpy(to, from, n);
+}
+
 Table codebook_table(const ScalarCodebook& cb) {
   const uint32_t n = static_cast<uint32_t>(cb.centroids.size());
   Table t(4 + (2 * size_t{n} - 1) * sizeof(float) + sizeof(double));
   uint8_t* p = t.data();
   std::memcpy(p, &n, 4);
-  std::memcpy(p += 4, cb.centroids.data(), n * sizeof(float));
-  std::memcpy(p += n * sizeof(float), cb.boundaries.data(), (n - 1) * sizeof(float));
+  copy_bytes(p += 4, cb.centroids.data(), n * sizeof(float));
+  copy_bytes(p += n * sizeof(float), cb.boundaries.data(), (n - 1) * sizeof(float));
   std::memcpy(p + (n - 1) * sizeof(float), &cb.distortion, sizeof(double));
   return t;
 }
@@ -31,8 +36,8 @@ ScalarCodebook codebook_of(const Table& t) {
   cb.centroids.resize(n);
   cb.boundaries.resize(n - 1);
   const uint8_t* p = t.data() + 4;
-  std::memcpy(cb.centroids.data(), p, n * sizeof(float));
-  std::memcpy(cb.boundaries.data(), p += n * sizeof(float), (n - 1) * sizeof(float));
+  copy_bytes(cb.centroids.data(), p, n * sizeof(float));
+  copy_bytes(cb.boundaries.data(), p += n * sizeof(float), (n - 1) * sizeof(float));
   std::memcpy(&cb.distortion, p + (n - 1) * sizeof(float), sizeof(double));
   return cb;
 }

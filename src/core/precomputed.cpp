@@ -94,13 +94,13 @@ Tables stop_recording() {
 
 Table table_of(const std::vector<float>& values) {
   Table t(values.size() * sizeof(float));
-  std::memcpy(t.data(), values.data(), t.size());
+  if (!t.empty()) std::memcpy(t.data(), values.data(), t.size());
   return t;
 }
 
 std::vector<float> floats_of(const Table& table) {
   std::vector<float> v(table.size() / sizeof(float));
-  std::memcpy(v.data(), table.data(), v.size() * sizeof(float));
+  if (!v.empty()) std::memcpy(v.data(), table.data(), v.size() * sizeof(float));
   return v;
 }
 
