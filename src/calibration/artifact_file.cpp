@@ -112,15 +112,7 @@ void save_calibration(const CalibrationArtifact& a, const std::string& dir) {
 }
 
 CalibrationArtifact parse_calibration(std::span<const uint8_t> bytes) {
-  if (bytes.size() < kHeader || std::string_view(reinterpret_cast<const char*>(bytes.data()), 8) != kMagic) {
-    throw FormatError("not a calibration artifact (expected the magic 'VQCALIB' in its first 8 bytes)");
-  }
-  uint32_t version;
-  std::memcpy(&version, bytes.data() + 8, 4);
-  if (version != kCalibrationFormatVersion) {
-    throw FormatError(fmt::format("format version {}; this build reads version {} only", version,
-                                  kCalibrationFormatVersion));
-  }
+  file_io::check_header(bytes, kMagic, kCalibrationFormatVersion, "calibration artifact");
   file_io::SectionCursor cursor(bytes, kHeader);
   CalibrationArtifact a;
   a.model = file_io::read_model(cursor.next(kModelTag, "the model section (MODL)"));

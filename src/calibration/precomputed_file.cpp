@@ -43,16 +43,8 @@ std::vector<uint8_t> read_whole(const std::string& path) {
 }  // namespace
 
 Tables parse_precomputed(std::span<const uint8_t> bytes) {
-  if (bytes.size() < kHeader || std::string_view(reinterpret_cast<const char*>(bytes.data()), 8) != kMagic) {
-    throw FormatError("not a precomputed-table file (expected the magic 'VQTABLE' in its first 8 bytes)");
-  }
-  uint32_t version;
-  std::memcpy(&version, bytes.data() + 8, 4);
-  if (version != kPrecomputedFormatVersion) {
-    throw FormatError(fmt::format("format version {}; this build reads version {} only (run `veloxquant "
-                                  "precompute` again)",
-                                  version, kPrecomputedFormatVersion));
-  }
+  file_io::check_header(bytes, kMagic, kPrecomputedFormatVersion, "precomputed-table file",
+                        " (run `veloxquant precompute` again)");
   file_io::SectionCursor cursor(bytes, kHeader);
   Tables tables;
   for (size_t i = 0; !cursor.at_end(); ++i) {

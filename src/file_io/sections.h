@@ -21,6 +21,23 @@ namespace veloxquant::file_io {
 
 inline constexpr size_t kFramingBytes = 4 + 8 + 8;  // tag, u64 length, u64 checksum
 
+// Checks the 12-byte header of a file image: `magic` (8 bytes, "VQCALIB\0"), then a u32 equal to
+// `version`. Throws FormatError: "not a WHAT (expected the magic ...)", "format version V; this
+// build reads version W only" followed by `hint`.
+inline void check_header(std::span<const uint8_t> bytes, std::string_view magic, uint32_t version,
+                         std::string_view what, std::string_view hint = "") {
+  if (bytes.size() < 12 || std::string_view(reinterpret_cast<const char*>(bytes.data()), 8) != magic) {
+    throw FormatError(fmt::format("not a {} (expected the magic '{}' in its first 8 bytes)", what,
+                                  magic.substr(0, magic.find('\0'))));
+  }
+  uint32_t found;
+  std::memcpy(&found, bytes.data() + 8, 4);
+  if (found != version) {
+    throw FormatError(
+        fmt::format("format version {}; this build reads version {} only{}", found, version, hint));
+  }
+}
+
 class SectionBuilder {
  public:
   // REQUIRES: tag.size() == 4.
