@@ -1,7 +1,7 @@
 """Logits of the runtime on the GPU (`--device cuda`) against the CPU runtime's, on the project's
-models (models/vq-hd128.gguf, models/vq-hd64.gguf) and on random-weight fixture models with the
-head dimensions the CUDA backend runs (64 and 128; llama and qwen2, f16 and Q8_0 weights,
-grouped-query), for a prompt evaluated as one batch (prefill) and one token at a time (decode),
+models (models/vq-hd128.gguf, models/vq-hd64.gguf) and on random-weight fixture models of every
+architecture the runtime reads (FIXTURES: f16 and Q8_0 weights, grouped-query, head_dim 64 to
+256, each architecture's block features), for a prompt evaluated as one batch (prefill) and one token at a time (decode),
 with the fp16 cache; and for a batched session of BATCH sequences (the prompt rotated, so each
 differs) against the CPU's logits of each sequence alone. The CPU runtime is itself checked against the numpy
 reference on such fixtures (tests/python/test_runtime_logits.py). Error: max |gpu - cpu| /
@@ -27,11 +27,21 @@ BOUNDS = {"f32": 2e-3, "f16": 2e-2}
 N_TOKENS = 96
 BATCH = 4
 PROJECT_MODELS = ["vq-hd128", "vq-hd64"]
-# (name, arch, weight type, width, heads, kv_heads, head_dim, ffn, layers)
+# (name, arch, weight type, width, heads, kv_heads, head_dim, ffn, layers, extra fixture options):
+# every architecture the runtime reads, with its block's features (q/k norms, post-norms, GeGLU,
+# embedding scaling, sliding windows of 8 tokens, soft caps, mistral3's query temperature, YaRN)
+# and the head sizes of its production models (Phi-3's 96 and 80, Gemma's 256).
 FIXTURES = [
-    ("llama-f16-hd64", "llama", "f16", 256, 4, 2, 64, 384, 2),
-    ("llama-q8_0-hd128", "llama", "q8_0", 512, 8, 2, 128, 768, 2),
-    ("qwen2-q8_0-hd128", "qwen2", "q8_0", 256, 4, 1, 128, 512, 2),
+    ("llama-f16-hd64", "llama", "f16", 256, 4, 2, 64, 384, 2, []),
+    ("llama-q8_0-hd128", "llama", "q8_0", 512, 8, 2, 128, 768, 2, []),
+    ("qwen2-q8_0-hd128", "qwen2", "q8_0", 256, 4, 1, 128, 512, 2, []),
+    ("qwen2-yarn-f16-hd128", "qwen2", "f16", 256, 4, 1, 128, 512, 2, ["--rope-scale", "4", "--rope-scaling", "yarn"]),
+    ("qwen3-f16-hd128", "qwen3", "f16", 256, 4, 2, 128, 512, 2, []),
+    ("mistral3-q8_0-hd128", "mistral3", "q8_0", 256, 4, 2, 128, 512, 2, []),
+    ("phi3-f16-hd96", "phi3", "f16", 384, 4, 4, 96, 512, 2, []),
+    ("phi3-q8_0-hd80", "phi3", "q8_0", 320, 4, 4, 80, 512, 2, []),
+    ("gemma2-f16-hd256", "gemma2", "f16", 256, 4, 2, 256, 512, 2, []),
+    ("gemma3-q8_0-hd256", "gemma3", "q8_0", 256, 4, 1, 256, 512, 2, []),
 ]
 
 
@@ -51,11 +61,11 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)
         models = [(name, pathlib.Path("models") / f"{name}.gguf") for name in PROJECT_MODELS]
-        for name, arch, wtype, width, heads, kv, hd, ffn, layers in FIXTURES:
+        for name, arch, wtype, width, heads, kv, hd, ffn, layers, extra in FIXTURES:
             gguf = tmp / f"{name}.gguf"
             run([a.fixture_tool, "--arch", arch, "--type", wtype, "--seed", "7", "--width", str(width),
                  "--heads", str(heads), "--kv-heads", str(kv), "--head-dim", str(hd), "--ffn", str(ffn),
-                 "--layers", str(layers), str(gguf)])
+                 "--layers", str(layers), *extra, str(gguf)])
             models.append((name, gguf))
         for name, gguf in models:
             tokens = np.random.default_rng(sum(map(ord, name))).integers(3, 256, N_TOKENS)

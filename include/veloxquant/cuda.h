@@ -37,13 +37,17 @@ struct CacheConfig {
   std::string format = "fp16";
   size_t batch = 1;
   size_t kv_heads = 1;
-  size_t head_dim = 128;   // 64 or 128
+  size_t head_dim = 128;   // 64, 80, 96, 128 or 256 (fp16); 64 or 128 (the compressed formats)
   size_t capacity = 0;     // most tokens one sequence may hold
   unsigned bits = 2;       // the format's code bits (KIVI, TurboQuant: keys and values; QJL: values)
   size_t group = 32;       // windowed formats: tokens per key block, a multiple of 32 (KIVI: also
                            // channels per value group; QJL: tokens sharing outlier channels)
   size_t residual = 0;     // windowed formats: newest tokens kept in fp16
   RopeParams rope;         // applied to keys on append; dims 0: none. Interleaved layout only.
+  // The layer's attention beyond causal softmax (LayerShape's): a query sees only its newest
+  // `window` tokens (0: every token), and scores are soft-capped at `softcap` (0: none).
+  size_t window = 0;
+  float softcap = 0.0f;
   std::shared_ptr<const FormatTables> tables;  // the format's own; null when it has none
 };
 
@@ -87,7 +91,8 @@ class DeviceCache {
               void* stream = nullptr);
   // One decode query per sequence: q device fp16 [batch, q_heads, head_dim] (q_heads a multiple
   // of kv_heads, at most 8 per KV head, post-RoPE); out device f32 [batch, q_heads, head_dim].
-  // Softmax scale 1/sqrt(head_dim). Two launches: the split pass and the reduction.
+  // Softmax scale 1/sqrt(head_dim), then the configuration's window and soft cap. Two launches: the split
+  // pass and the reduction.
   void attend(const uint16_t* q, size_t q_heads, float* out, void* stream = nullptr);
   // A prompt's queries, as KVCache::attend takes them, for every sequence: q device fp16
   // [nq, batch, q_heads, head_dim] for the newest nq tokens held, query i of each sequence seeing

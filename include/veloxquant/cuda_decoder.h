@@ -1,8 +1,9 @@
-// The Llama-family forward pass on the GPU (built with -DVELOXQUANT_CUDA=ON, sm_90): weights in
-// GPU memory as fp16 or f32, cuBLAS for the projections, kernels of our own for the small operations
-// (embedding rows, RMSNorm, RoPE, SwiGLU, residual adds), and one DeviceCache per layer, whose
-// fused kernels run attention on the compressed cache. The CPU library's Session drives it when
-// SessionOptions::device is Device::Cuda (veloxquant/model.h). No CUDA headers needed here.
+// The forward pass of the runtime's architectures on the GPU (built with -DVELOXQUANT_CUDA=ON,
+// sm_90): weights in GPU memory as fp16 or f32, cuBLAS for the projections, kernels of our own
+// for the small operations (embedding rows, RMSNorm, RoPE, SwiGLU or GeGLU, soft caps, residual
+// adds), and one DeviceCache per layer, whose fused kernels run attention on the compressed cache.
+// The CPU library's Session drives it when SessionOptions::device is Device::Cuda
+// (veloxquant/model.h). No CUDA headers needed here.
 #pragma once
 
 #include <cstddef>
@@ -26,8 +27,21 @@ enum class Precision { F16, F32 };
 struct DecoderShape {
   size_t layers = 0, embedding = 0, feed_forward = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab = 0;
   float rms_eps = 1e-5f;
-  RopeParams rope;  // applied to queries and keys before the cache sees them
+  // Per layer: the RoPE applied to its queries and keys before the cache sees them (a windowed
+  // layer may rotate with its own base), magnitude included (YaRN's attention factor).
+  std::vector<RopeParams> ropes;
   Precision precision = Precision::F16;
+  // How the block differs from llama's (the runtime's ModelConfig says which architecture has
+  // what): per-head RMSNorm of q and k before RoPE, norms of the attention and feed-forward
+  // outputs before their residual adds, GELU (tanh) instead of SiLU in the gated feed-forward,
+  // token embeddings times embedding_scale, final logits soft-capped (0: not).
+  bool qk_norm = false, post_norms = false, gelu = false;
+  float embedding_scale = 1.0f, final_softcap = 0.0f;
+  // Queries times query_scale after RoPE (a model's own attention scale times sqrt(head_dim)),
+  // and, with temperature_scale > 0, times 1 + temperature_scale * log(floor(pos /
+  // temperature_floor) + 1) (mistral3's attention temperature by position).
+  float query_scale = 1.0f, temperature_scale = 0.0f;
+  int64_t temperature_floor = 1;
 };
 
 // A weight matrix [rows = output features, cols = input features] row-major, as GGUF stores it,
@@ -36,6 +50,8 @@ using HostMatrix = std::vector<uint8_t>;
 
 struct DecoderLayerWeights {
   std::vector<float> attn_norm, ffn_norm;
+  std::vector<float> q_norm, k_norm;                 // [head_dim] each with qk_norm, else empty
+  std::vector<float> post_attn_norm, post_ffn_norm;  // [embedding] each with post_norms, else empty
   HostMatrix wq, wk, wv, wo, gate, up, down;
   std::vector<float> bq, bk, bv;  // empty without q/k/v biases
 };
@@ -49,7 +65,8 @@ struct DecoderWeights {
 
 class DeviceDecoder {
  public:
-  // caches: one configuration per layer (rope.dims 0: keys arrive rotated), each holding at
+  // caches: one configuration per layer (rope.dims 0: keys arrive rotated; a windowed or
+  // soft-capped layer's window and cap), each holding at
   // least the context, all of the same batch: that many sequences are decoded in lockstep, each
   // with its own cache, all of the same length. max_step: most tokens of each sequence one step()
   // takes. Throws Error naming a weight whose size disagrees with the shape, and for what

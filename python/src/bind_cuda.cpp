@@ -69,57 +69,65 @@ void bind_cuda(nb::module_& m) {
       "sketches and vbits 2 or 4). Codes are byte for byte the CPU Cache's for the same spec, layer "
       "and seed (turboquant_prod and qjl: but for the rare key sign whose sketch product is within "
       "rounding of zero).")
-      .def("__init__",
-           [](BoundDeviceCache* self, const std::string& spec, size_t batch, size_t kv_heads,
-              size_t head_dim, size_t capacity, int layer, int layers, uint64_t seed) {
-             const LayerShape shape{kv_heads, head_dim, layer, seed, layers};
-             const Spec parsed = parse_spec(spec);
-             auto cache = std::make_unique<cuda::DeviceCache>(cuda::device_cache_config(parsed, shape, batch, capacity));
-             new (self) BoundDeviceCache{parsed.to_string(), std::move(cache)};
-           },
-           nb::arg("spec"), nb::kw_only(), nb::arg("batch"), nb::arg("kv_heads"), nb::arg("head_dim"),
-           nb::arg("capacity"), nb::arg("layer") = 0, nb::arg("layers") = 1, nb::arg("seed") = 0,
-           "capacity: the most tokens one sequence may hold (memory is reserved for them). Raises "
-           "SpecError for a method the backend does not run, Error for an unsupported shape "
-           "(head_dim 64 or 128).")
-      .def("append",
-           [](BoundDeviceCache& self, const GpuArray& k, const GpuArray& v, const GpuArray& positions,
-              uintptr_t stream) {
-             const cuda::CacheConfig& c = self.cache->config();
-             const size_t n = k.ndim() == 4 ? k.shape(2) : 0;
-             const std::vector<size_t> rows{c.batch, c.kv_heads, n, c.head_dim};
-             const auto* kp = checked(k, "k", nb::dlpack::dtype_code::Float, 16, rows);
-             const auto* vp = checked(v, "v", nb::dlpack::dtype_code::Float, 16, rows);
-             const auto* pp = checked(positions, "positions", nb::dlpack::dtype_code::Int, 64, {c.batch, n});
-             self.cache->append(static_cast<const uint16_t*>(kp), static_cast<const uint16_t*>(vp),
-                                static_cast<const int64_t*>(pp), n, stream_of(stream));
-           },
-           nb::arg("k"), nb::arg("v"), nb::arg("positions"), nb::arg("stream") = 0,
-           "Appends n tokens: k, v float16 [batch, kv_heads, n, head_dim] (keys as given: no RoPE "
-           "applied), positions int64 [batch, n], all on the GPU. stream: a cudaStream_t as an int "
-           "(torch.cuda.current_stream().cuda_stream); 0 is the default stream.")
-      .def("attend",
-           [](BoundDeviceCache& self, const GpuArray& q, const GpuArray& out, uintptr_t stream) {
-             const cuda::CacheConfig& c = self.cache->config();
-             const size_t q_heads = q.ndim() == 3 ? q.shape(1) : 0;
-             const auto* qp = checked(q, "q", nb::dlpack::dtype_code::Float, 16, {c.batch, q_heads, c.head_dim});
-             auto* op = const_cast<void*>(
-                 checked(out, "out", nb::dlpack::dtype_code::Float, 32, {c.batch, q_heads, c.head_dim}));
-             self.cache->attend(static_cast<const uint16_t*>(qp), q_heads, static_cast<float*>(op),
-                                stream_of(stream));
-           },
-           nb::arg("q"), nb::arg("out"), nb::arg("stream") = 0,
-           "One decode query per sequence: q float16 [batch, q_heads, head_dim] (q_heads a "
-           "multiple of kv_heads, at most 8 per KV head) attends over every cached token; the "
-           "float32 output is written to out, same shape. Scale 1/sqrt(head_dim). Asynchronous "
-           "on `stream`.")
-      .def_prop_ro("spec", [](const BoundDeviceCache& s) { return s.spec; }, "the canonical spec")
-      .def_prop_ro("tokens", [](const BoundDeviceCache& s) { return s.cache->tokens(); },
-                   "tokens each sequence holds")
-      .def_prop_ro("nbytes", [](const BoundDeviceCache& s) { return s.cache->stored_bytes(); },
-                   "exact stored bytes of all sequences, counted like Cache.nbytes")
-      .def_prop_ro("attend_read_bytes", [](const BoundDeviceCache& s) { return s.cache->attend_read_bytes(); },
-                   "bytes one attend() reads from the cache")
+      .def(
+          "__init__",
+          [](BoundDeviceCache* self, const std::string& spec, size_t batch, size_t kv_heads, size_t head_dim,
+             size_t capacity, int layer, int layers, uint64_t seed) {
+            const LayerShape shape{kv_heads, head_dim, layer, seed, layers};
+            const Spec parsed = parse_spec(spec);
+            auto cache = std::make_unique<cuda::DeviceCache>(
+                cuda::device_cache_config(parsed, shape, batch, capacity));
+            new (self) BoundDeviceCache{parsed.to_string(), std::move(cache)};
+          },
+          nb::arg("spec"), nb::kw_only(), nb::arg("batch"), nb::arg("kv_heads"), nb::arg("head_dim"),
+          nb::arg("capacity"), nb::arg("layer") = 0, nb::arg("layers") = 1, nb::arg("seed") = 0,
+          "capacity: the most tokens one sequence may hold (memory is reserved for them). Raises "
+          "SpecError for a method the backend does not run, Error for an unsupported shape "
+          "(head_dim 64 or 128; 80, 96 and 256 for fp16).")
+      .def(
+          "append",
+          [](BoundDeviceCache& self, const GpuArray& k, const GpuArray& v, const GpuArray& positions,
+             uintptr_t stream) {
+            const cuda::CacheConfig& c = self.cache->config();
+            const size_t n = k.ndim() == 4 ? k.shape(2) : 0;
+            const std::vector<size_t> rows{c.batch, c.kv_heads, n, c.head_dim};
+            const auto* kp = checked(k, "k", nb::dlpack::dtype_code::Float, 16, rows);
+            const auto* vp = checked(v, "v", nb::dlpack::dtype_code::Float, 16, rows);
+            const auto* pp = checked(positions, "positions", nb::dlpack::dtype_code::Int, 64, {c.batch, n});
+            self.cache->append(static_cast<const uint16_t*>(kp), static_cast<const uint16_t*>(vp),
+                               static_cast<const int64_t*>(pp), n, stream_of(stream));
+          },
+          nb::arg("k"), nb::arg("v"), nb::arg("positions"), nb::arg("stream") = 0,
+          "Appends n tokens: k, v float16 [batch, kv_heads, n, head_dim] (keys as given: no RoPE "
+          "applied), positions int64 [batch, n], all on the GPU. stream: a cudaStream_t as an int "
+          "(torch.cuda.current_stream().cuda_stream); 0 is the default stream.")
+      .def(
+          "attend",
+          [](BoundDeviceCache& self, const GpuArray& q, const GpuArray& out, uintptr_t stream) {
+            const cuda::CacheConfig& c = self.cache->config();
+            const size_t q_heads = q.ndim() == 3 ? q.shape(1) : 0;
+            const auto* qp = checked(q, "q", nb::dlpack::dtype_code::Float, 16,
+                                     {c.batch, q_heads, c.head_dim});
+            auto* op = const_cast<void*>(
+                checked(out, "out", nb::dlpack::dtype_code::Float, 32, {c.batch, q_heads, c.head_dim}));
+            self.cache->attend(static_cast<const uint16_t*>(qp), q_heads, static_cast<float*>(op),
+                               stream_of(stream));
+          },
+          nb::arg("q"), nb::arg("out"), nb::arg("stream") = 0,
+          "One decode query per sequence: q float16 [batch, q_heads, head_dim] (q_heads a "
+          "multiple of kv_heads, at most 8 per KV head) attends over every cached token; the "
+          "float32 output is written to out, same shape. Scale 1/sqrt(head_dim). Asynchronous "
+          "on `stream`.")
+      .def_prop_ro(
+          "spec", [](const BoundDeviceCache& s) { return s.spec; }, "the canonical spec")
+      .def_prop_ro(
+          "tokens", [](const BoundDeviceCache& s) { return s.cache->tokens(); }, "tokens each sequence holds")
+      .def_prop_ro(
+          "nbytes", [](const BoundDeviceCache& s) { return s.cache->stored_bytes(); },
+          "exact stored bytes of all sequences, counted like Cache.nbytes")
+      .def_prop_ro(
+          "attend_read_bytes", [](const BoundDeviceCache& s) { return s.cache->attend_read_bytes(); },
+          "bytes one attend() reads from the cache")
       .def("__repr__", [](const BoundDeviceCache& s) {
         return fmt::format("<DeviceCache {} batch={} tokens={} nbytes={}>", s.spec, s.cache->config().batch,
                            s.cache->tokens(), s.cache->stored_bytes());

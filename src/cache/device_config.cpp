@@ -40,6 +40,7 @@ CacheConfig device_cache_config(const Spec& spec, const LayerShape& shape, size_
   c.head_dim = shape.head_dim;
   c.capacity = capacity;
   c.rope.dims = 0;  // keys arrive rotated, as KVCache::append(k, v) takes them
+  c.window = shape.window, c.softcap = shape.softcap;
   const std::string format_problem = spec.method->cuda_config(spec.params, shape, c);
   // The shape's problem first: the format's rules may take the shape as valid.
   const std::string shape_problem = config_problem(c);

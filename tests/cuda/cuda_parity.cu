@@ -1,6 +1,7 @@
 // Parity of every CUDA kernel with the CPU reference, on fresh random inputs, on GoogleTest. The
 // cache cases are generated from the registry: every method with a CUDA form x its bit widths x
-// head_dim {64, 128, 256} x query heads per KV head {1, 4, 8}, plus a few non-default settings;
+// head_dim {64, 80, 96, 128, 256} x query heads per KV head {1, 4, 8}, sliding windows and soft
+// caps, plus a few non-default settings;
 // a case the backend does not hold (cuda::supports) is skipped with its reason.
 //  - quantize-on-append: the GPU's streams against KVCache::key_streams()/value_streams() of CPU
 //    caches fed the same rows, positions and RoPE (a prefill append, then single-token steps):
@@ -50,18 +51,29 @@ namespace {
 struct Case {
   std::string name, spec;   // the GPU's configuration comes from the spec (device_cache_config)
   size_t dim, group_heads;  // head_dim, query heads per KV head
+  size_t window = 0;        // a sliding-window layer's window (0: none)
+  float softcap = 0.0f;     // soft-capped scores (0: none)
 };
 
 // GoogleTest names a case's parameter with this (and CTest's test names carry it), rather than
 // with the struct's bytes.
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.spec << " head_dim " << c.dim << ", " << c.group_heads << " query heads per KV head";
+  if (c.window) *os << ", window " << c.window;
+  if (c.softcap != 0.0f) *os << ", softcap " << c.softcap;
 }
 
 constexpr size_t kBatch = 2, kKvHeads = 2, kPrefill = 300, kSteps = 41;
 constexpr size_t kCausal = 70;  // prompt queries attending causally (past a 64-token residual window)
 constexpr int kLayer = 3;
 constexpr uint64_t kSeed = 42;
+
+// The layer a case's caches are made for, on both backends.
+vq::LayerShape layer_shape(const Case& k) {
+  vq::LayerShape shape{kKvHeads, k.dim, kLayer, kSeed};
+  shape.window = k.window, shape.softcap = k.softcap;
+  return shape;
+}
 
 vq::RopeParams llama_rope(size_t dim) {
   vq::RopeParams r;
@@ -215,7 +227,7 @@ void compare_attention(const Case& k, vc::DeviceCache& gpu, std::vector<vq::KVCa
 // one row block.
 double compare_causal(const Case& k, std::mt19937& gen, bool& all_written) {
   const size_t d = k.dim, qh = kKvHeads * k.group_heads, row = qh * d, n = kCausal * kBatch * row;
-  const vq::LayerShape shape{kKvHeads, d, kLayer, kSeed};
+  const vq::LayerShape shape = layer_shape(k);
   vc::DeviceCache gpu(vc::device_cache_config(vq::parse_spec(k.spec), shape, kBatch, kPrefill));
   const std::vector<uint16_t> keys = random_rows(gen, kPrefill, d, true), values = random_rows(gen, kPrefill, d, false);
   DeviceBuffer<uint16_t> dk(keys.size()), dv(values.size());
@@ -242,7 +254,7 @@ double compare_causal(const Case& k, std::mt19937& gen, bool& all_written) {
 
 Result run_case(const Case& k, std::mt19937& gen) {
   const size_t d = k.dim, total = kPrefill + kSteps;
-  const vq::LayerShape shape{kKvHeads, d, kLayer, kSeed};
+  const vq::LayerShape shape = layer_shape(k);
   vc::CacheConfig config = vc::device_cache_config(vq::parse_spec(k.spec), shape, kBatch, total);
   config.rope = llama_rope(d);  // the runtime's append: the GPU rotates keys as the CPU cache does
   vc::DeviceCache gpu(config);
@@ -342,10 +354,16 @@ std::vector<Case> generated_cases() {
     for (long b : {0, 2, 3, 4})
       if (const auto spec = at_bits(m, b)) specs.push_back(*spec);
   }
-  for (const std::string& spec : specs)
-    for (size_t dim : {64, 128, 256})
+  for (const std::string& spec : specs) {
+    for (size_t dim : {64, 80, 96, 128, 256})
       for (size_t g : {1, 4, 8})
         cases.push_back({test_name(spec) + "_d" + std::to_string(dim) + "_g" + std::to_string(g), spec, dim, g});
+    // Gemma's attention: a sliding window shorter than the prompt (the causal check's queries
+    // each see another range; the residual windows lie partly outside it) and soft-capped scores
+    // (Gemma 2's 50, on scores of unit-variance rows).
+    cases.push_back({test_name(spec) + "_d128_g2_window100_cap", spec, 128, 2, 100, 5.0f});
+    cases.push_back({test_name(spec) + "_d64_g4_window40", spec, 64, 4, 40, 0.0f});
+  }
   // Settings beside the defaults: KIVI's groups of 64 and 128 tokens, QJL's 64-token groups,
   // 64-channel value groups and shorter residual windows.
   for (const Case& c : std::vector<Case>{
@@ -386,7 +404,7 @@ class CacheParity : public testing::TestWithParam<Case> {
 TEST_P(CacheParity, MatchesTheCpuCache) {
   const Case& k = GetParam();
   const vq::Spec spec = vq::parse_spec(k.spec);
-  const vc::Support support = vc::supports(spec, vq::LayerShape{kKvHeads, k.dim, kLayer, kSeed});
+  const vc::Support support = vc::supports(spec, layer_shape(k));
   if (!support) {
     std::printf("| %s | refused: %s | | | | | | | | | skip |\n", k.name.c_str(), support.reason.c_str());
     GTEST_SKIP() << support.reason;
@@ -395,7 +413,7 @@ TEST_P(CacheParity, MatchesTheCpuCache) {
   std::seed_seq seed(k.name.begin(), k.name.end());
   std::mt19937 gen(seed);
   const Result r = run_case(k, gen);
-  const double bound = bound_for(vc::device_cache_config(spec, vq::LayerShape{kKvHeads, k.dim, kLayer, kSeed}, 1, 1).format);
+  const double bound = bound_for(vc::device_cache_config(spec, layer_shape(k), 1, 1).format);
   const bool pass = r.code_diff == 0 && r.tail_diff == 0 && r.sign_diff * 10000 <= r.sign_bits &&
                     r.err_cpu <= bound && r.err_restored <= bound && r.err_causal <= bound && r.all_written;
   const std::string signs = r.sign_bits ? std::to_string(r.sign_diff) + " of " + std::to_string(r.sign_bits) : "-";

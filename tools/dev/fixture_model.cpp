@@ -110,6 +110,8 @@ Fixture make_fixture(const FixtureOptions& o) {
   parse_weight_type(ggml_type_name(o.type));  // rejects the types the fixture cannot write
   if (!(o.rope_scale >= 0.0f) || !std::isfinite(o.rope_scale))
     throw Error(fmt::format("fixture: rope scale {} must be a finite number >= 0", o.rope_scale));
+  if (o.rope_scaling != "linear" && o.rope_scaling != "yarn")
+    throw Error(fmt::format("fixture: rope scaling '{}'; expected linear or yarn", o.rope_scaling));
   const FixtureShape& S = o.shape;
   if (S.width == 0 || S.heads == 0 || S.kv_heads == 0 || S.head_dim == 0 || S.ffn == 0 || S.layers == 0 ||
       S.context == 0 || S.heads % S.kv_heads != 0 || S.head_dim % 2 != 0)
@@ -145,7 +147,8 @@ Fixture make_fixture(const FixtureOptions& o) {
   h.head_dim = S.head_dim;
   h.rms_eps = a.bpe_vocab ? 1e-6f : 1e-5f;
   h.rope_base = a.bpe_vocab || a.rope_base_swa > 0 ? 1000000.0f : 10000.0f;
-  h.rope_linear_scale = o.rope_scale;
+  h.rope_scale = o.rope_scale;
+  h.rope_scaling = o.rope_scaling;
   h.sliding_window = a.window;
   h.sliding_window_pattern = a.pattern;
   h.attn_softcap = a.attn_softcap;

@@ -26,7 +26,8 @@ struct FixtureOptions {
   GgmlType type = GgmlType::F32;  // of every 2-D weight; 1-D norms and biases stay F32
   bool tied = false;              // no output.weight: the output projection reuses token_embd
   uint64_t seed = 0;
-  float rope_scale = 0;  // > 0: rope.scaling.type "linear" with this factor
+  float rope_scale = 0;                 // > 0: rope.scaling.type rope_scaling with this factor
+  std::string rope_scaling = "linear";  // or "yarn" (its correction dims and attention factor)
   std::string vocab_file = {};  // a GGUF whose tokenizer.* entries replace the fixture's vocabulary
   FixtureShape shape = {};
 };

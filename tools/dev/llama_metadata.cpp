@@ -40,9 +40,9 @@ std::vector<std::pair<std::string, GgufValue>> llama_metadata(const LlamaHyperpa
   add(a + ".attention.layer_norm_rms_epsilon", GgufValue(h.rms_eps));
   add(a + ".rope.freq_base", GgufValue(h.rope_base));
   add(a + ".rope.dimension_count", GgufValue(h.head_dim));
-  if (h.rope_linear_scale > 0) {
-    add(a + ".rope.scaling.type", GgufValue("linear"));
-    add(a + ".rope.scaling.factor", GgufValue(h.rope_linear_scale));
+  if (h.rope_scale > 0) {
+    add(a + ".rope.scaling.type", GgufValue(h.rope_scaling));
+    add(a + ".rope.scaling.factor", GgufValue(h.rope_scale));
   }
   if (h.sliding_window) add(a + ".attention.sliding_window", GgufValue(h.sliding_window));
   if (h.sliding_window_pattern) add(a + ".attention.sliding_window_pattern", GgufValue(h.sliding_window_pattern));

@@ -17,7 +17,8 @@ struct LlamaHyperparameters {
   uint32_t layers = 0, context = 0, width = 0, ffn = 0, heads = 0, kv_heads = 0, head_dim = 0;
   float rms_eps = 1e-5f;
   float rope_base = 10000.0f;
-  float rope_linear_scale = 0;  // > 0: rope.scaling.type "linear" with this factor
+  float rope_scale = 0;  // > 0: rope.scaling.type rope_scaling ("linear" or "yarn") with this factor
+  std::string rope_scaling = "linear";
   // Written only when set: sliding-window attention, soft-capping, the windowed layers' RoPE
   // base and mistral3's query temperature (its floor is rope.scaling.original_context_length).
   uint32_t sliding_window = 0, sliding_window_pattern = 0;

@@ -1,7 +1,8 @@
 // veloxquant_make_fixture: writes a small random-weight model of a supported architecture as GGUF, with
 // llama.cpp's tensor names and metadata, for the runtime's tests (see fixture_model.h).
 //   veloxquant_make_fixture --arch ARCH --type f32|f16|bf16|q8_0|q4_0 [--tied]
-//       [--seed N] [--rope-scale FACTOR] [--vocab VOCAB.gguf] [--manifest FILE.json]
+//       [--seed N] [--rope-scale FACTOR [--rope-scaling linear|yarn]]
+//       [--vocab VOCAB.gguf] [--manifest FILE.json]
 //       [--width W --heads H --kv-heads K --head-dim D --ffn F --layers L --context C] OUT.gguf
 // Errors print one line on stderr and exit with code 2.
 #include <CLI/CLI.hpp>
@@ -23,8 +24,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--tied", options.tied, "no output.weight: the output reuses token_embd");
   app.add_option("--seed", options.seed, "seed of the random weights")->capture_default_str();
-  app.add_option("--rope-scale", options.rope_scale,
-                 "write linear RoPE scaling with this factor (0: none)")
+  app.add_option("--rope-scale", options.rope_scale, "write RoPE scaling with this factor (0: none)")
+      ->capture_default_str();
+  app.add_option("--rope-scaling", options.rope_scaling, "the scaling --rope-scale writes: linear or yarn")
       ->capture_default_str();
   app.add_option("--vocab", options.vocab_file,
                  "take the tokenizer (every tokenizer.* key) from this GGUF, e.g. a ggml-vocab-*.gguf");

@@ -52,7 +52,8 @@ nlohmann::json manifest(const FixtureOptions& o, const Fixture& f) {
                   {"type", ggml_type_name(o.type)},
                   {"tied", o.tied},
                   {"seed", o.seed},
-                  {"rope_scale", static_cast<double>(o.rope_scale)}};
+                  {"rope_scale", static_cast<double>(o.rope_scale)},
+                  {"rope_scaling", o.rope_scaling}};
   m["metadata"] = nlohmann::json::array();
   for (const auto& [key, value] : f.metadata) {
     nlohmann::json entry = {{"key", key},

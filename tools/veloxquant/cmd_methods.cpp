@@ -80,7 +80,11 @@ Command add_methods_command(CLI::App& app) {
                  mode(c.value->fused_accumulate()));
       // The CUDA backend's own answer for the defaults (cuda::supports), whether or not this build has it.
       const cuda::Support gpu = cuda::supports(parse_spec(m.name), LayerShape{1, kDim, 0, 0});
-      fmt::print("    cuda: {}\n", gpu               ? std::string("append and decode attention on the codes (head_dim 64 or 128)")
+      std::string dims;  // the head sizes the backend holds the defaults at
+      for (size_t d : {64, 80, 96, 128, 256})
+        if (cuda::supports(parse_spec(m.name), LayerShape{1, d, 0, 0}))
+          dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+      fmt::print("    cuda: {}\n", gpu ? "append and decode attention on the codes (head_dim " + dims + ")"
                                    : m.cuda_config ? "at other settings; at the defaults: " + gpu.reason
                                                    : std::string("CPU only"));
       if (m.cross_layer()) {

@@ -29,7 +29,7 @@ __device__ float block_reduce(float x, float* scratch, Op op) {
 }
 
 constexpr int kCombineWarps = 8;
-constexpr int kMaxChannelsPerLane = 4;  // head_dim up to 128
+constexpr int kMaxChannelsPerLane = 8;  // head_dim up to 256
 
 // One block per query head, 8 warps. The splits' weights exp(m_s - max) are computed once, in
 // shared memory; then each warp sums every 8th split's partial output (lane l holds channels l,
@@ -55,7 +55,8 @@ __global__ void __launch_bounds__(kCombineWarps * kWarp) combine_kernel(CombineP
   }
   sum = block_reduce(sum, scratch, [](float a, float b) { return a + b; });  // also orders weight[]
   const float* part = p.part_o + head * p.splits * p.head_dim;
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, per_lane = p.head_dim / kWarp;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int per_lane = (p.head_dim - lane + kWarp - 1) / kWarp;  // channels lane, lane + 32, ... < head_dim
   float o[kMaxChannelsPerLane] = {};
   for (int s = warp; s < p.splits; s += kCombineWarps) {
     const float w = weight[s];
@@ -92,8 +93,8 @@ __global__ void __launch_bounds__(kCombineWarps * kWarp) combine_kernel(CombineP
 }  // namespace
 
 void launch_combine(const CombineParams& p, int batch, float hadamard_scale, cudaStream_t stream) {
-  if (p.head_dim % kWarp != 0 || p.head_dim > kWarp * kMaxChannelsPerLane) {
-    throw Error("combine: head_dim " + std::to_string(p.head_dim) + "; expected a multiple of 32 up to " +
+  if (p.head_dim < 1 || p.head_dim > kWarp * kMaxChannelsPerLane) {
+    throw Error("combine: head_dim " + std::to_string(p.head_dim) + "; expected 1.." +
                 std::to_string(kWarp * kMaxChannelsPerLane));
   }
   const size_t smem = ((1 + kCombineWarps) * p.head_dim + kWarp + p.splits) * sizeof(float);

@@ -62,18 +62,21 @@ __device__ void write_partial(const AttendParams& p, const float* o, const float
 // fused region and the ring end there; its query rows and partials lie z x batch x q_heads rows
 // further on (gridDim.y is batch x KV heads: queries are the outer index, sequences the inner).
 // Splits past its end find no tile and write empty partials (max -inf), which the combine skips.
+// A windowed layer's query sees its newest `window` tokens only: window_start is its first.
 __device__ inline AttendParams for_query(AttendParams p) {
-  if (p.queries <= 1) return p;
-  const int z = static_cast<int>(blockIdx.z);
-  p.tokens = p.tokens - p.queries + 1 + z;
-  p.key_encoded = min(p.key_encoded, p.tokens);
-  p.value_encoded = min(p.value_encoded, p.tokens);
-  p.main_end = p.key_encoded;
-  p.main_tiles = (p.main_end + kTileTokens - 1) / kTileTokens;
-  const size_t rows = static_cast<size_t>(z) * gridDim.y * p.group;
-  p.q += rows * p.head_dim;
-  p.part_o += rows * p.splits * p.head_dim;
-  p.part_ml += rows * p.splits * 2;
+  if (p.queries > 1) {
+    const int z = static_cast<int>(blockIdx.z);
+    p.tokens = p.tokens - p.queries + 1 + z;
+    p.key_encoded = min(p.key_encoded, p.tokens);
+    p.value_encoded = min(p.value_encoded, p.tokens);
+    p.main_end = p.key_encoded;
+    p.main_tiles = (p.main_end + kTileTokens - 1) / kTileTokens;
+    const size_t rows = static_cast<size_t>(z) * gridDim.y * p.group;
+    p.q += rows * p.head_dim;
+    p.part_o += rows * p.splits * p.head_dim;
+    p.part_ml += rows * p.splits * 2;
+  }
+  if (p.window > 0) p.window_start = max(0, p.tokens - p.window);
   return p;
 }
 
@@ -87,29 +90,44 @@ __device__ void load_queries(const AttendParams& p, int seq, float* q_s) {
     q_s[i] = i < p.group * d ? __half2float(q[i]) * p.scale : 0.0f;
 }
 
-// The tiles of the fused region this block's split covers: [first, last).
+// The tiles of the fused region this block's split covers: [first, last). Splits start at the
+// launch's first visible tile; a later query of a windowed prompt skips the tiles before its own.
 __device__ inline void split_tiles(const AttendParams& p, int split, int& first, int& last) {
-  first = split * p.tiles_per_split;
+  first = p.first_tile + split * p.tiles_per_split;
   last = min(first + p.tiles_per_split, p.main_tiles);
+  first = max(first, p.window_start / kTileTokens);
 }
 
-// This warp's tiles of the block's split (tile = first + warp, + kWarps, ...), double-buffered:
+// This warp's tiles of the block's split (tile = first + warp, + kWarps, ...), in S buffers:
 // fetch(buffer, tile) starts a tile's cp.async copies, body(buffer, tile) runs once they have
-// landed, while the next tile's copies are in flight.
-template <class Buffer, class Fetch, class Body>
-__device__ void for_each_tile(const AttendParams& p, int split, Buffer (&buf)[2], Fetch&& fetch,
+// landed. With two, the next tile's copies are in flight while body runs; one buffer (a head too
+// wide for two in shared memory) waits for each tile's copies.
+template <int S, class Buffer, class Fetch, class Body>
+__device__ void for_each_tile(const AttendParams& p, int split, Buffer (&buf)[S], Fetch&& fetch,
                               Body&& body) {
+  static_assert(S == 1 || S == 2, "one or two buffers");
   int first, last;
   split_tiles(p, split, first, last);
   int tile = first + static_cast<int>(threadIdx.x) / kWarp;
-  if (tile < last) fetch(buf[0], tile);
-  async_commit();
-  for (int k = 0; tile < last; ++k, tile += kWarps) {
-    if (tile + kWarps < last) fetch(buf[(k + 1) & 1], tile + kWarps);
+  if constexpr (S == 1) {
+    for (; tile < last; tile += kWarps) {
+      fetch(buf[0], tile);
+      async_commit();
+      async_wait<0>();
+      __syncwarp();
+      body(buf[0], tile);
+      __syncwarp();  // every lane is done with the buffer before the next tile's copies
+    }
+  } else {
+    if (tile < last) fetch(buf[0], tile);
     async_commit();
-    async_wait<1>();
-    __syncwarp();
-    body(buf[k & 1], tile);
+    for (int k = 0; tile < last; ++k, tile += kWarps) {
+      if (tile + kWarps < last) fetch(buf[(k + 1) & 1], tile + kWarps);
+      async_commit();
+      async_wait<1>();
+      __syncwarp();
+      body(buf[k & 1], tile);
+    }
   }
 }
 

@@ -25,8 +25,9 @@ inline constexpr int kPtFloats = kMmaHeads * kPtStride;
 struct TcSoftmax {
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
-  // s: a tile's scores in the C layout (masked entries -inf, at least one token unmasked). They
-  // become unnormalized probabilities; alpha gets the factor earlier sums must be scaled by.
+  // s: a tile's scores in the C layout (masked entries -inf). They become unnormalized
+  // probabilities; alpha gets the factor earlier sums must be scaled by. A tile with every token
+  // masked (a window that starts past it) adds nothing and leaves the state as it was.
   __device__ void update(float (&s)[2][4], float (&alpha)[2]) {
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
@@ -35,11 +36,12 @@ struct TcSoftmax {
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
       const float m_new = fmaxf(m[j], mx);
-      alpha[j] = __expf(m[j] - m_new);
+      const float shift = m_new == -INFINITY ? 0.0f : m_new;  // exp(-inf - shift) = 0, never NaN
+      alpha[j] = __expf(m[j] - shift);
       float sum = 0;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        s[h][j] = __expf(s[h][j] - m_new), s[h][j + 2] = __expf(s[h][j + 2] - m_new);
+        s[h][j] = __expf(s[h][j] - shift), s[h][j + 2] = __expf(s[h][j + 2] - shift);
         sum += s[h][j] + s[h][j + 2];
       }
       l[j] = l[j] * alpha[j] + sum;
@@ -63,13 +65,28 @@ struct TcSoftmax {
   }
 };
 
-// Token `token` (0..31) of the tile is masked when it does not exist.
-__device__ inline void mask_tile(float (&s)[2][4], const MmaLane& ln, int first_token, int end) {
+// Which tokens a query sees and how its scores are shaped: tokens [begin, end) exist for it, and
+// a soft cap (Gemma 2's) bends each score before the softmax.
+struct ScoreMask {
+  int begin = 0, end = 0;
+  float softcap = 0;  // 0: scores unchanged
+};
+// The mask of p's query over tokens below `end` (the fused region's or the whole cache's end).
+__device__ inline ScoreMask score_mask(const AttendParams& p, int end) {
+  return {p.window_start, end, p.softcap};
+}
+
+// A tile's scaled scores (C layout, tokens first_token..first_token + 31) capped, then masked:
+// tokens outside [begin, end) get -inf.
+__device__ inline void mask_tile(float (&s)[2][4], const MmaLane& ln, int first_token, const ScoreMask& m) {
 #pragma unroll
   for (int h = 0; h < 2; ++h)
 #pragma unroll
-    for (int r = 0; r < 4; ++r)
-      if (first_token + 16 * h + ln.g + 8 * (r >> 1) >= end) s[h][r] = -INFINITY;
+    for (int r = 0; r < 4; ++r) {
+      const int token = first_token + 16 * h + ln.g + 8 * (r >> 1);
+      if (m.softcap != 0.0f) s[h][r] = m.softcap * tanhf(s[h][r] / m.softcap);
+      if (token < m.begin || token >= m.end) s[h][r] = -INFINITY;
+    }
 }
 
 // The tile's probabilities into pt[head][token] for the value pass.

@@ -4,6 +4,7 @@
 // C++: both libraries include it.
 #pragma once
 
+#include <cmath>
 #include <string>
 
 #include "veloxquant/cuda.h"
@@ -13,7 +14,8 @@ namespace veloxquant::cuda {
 // Empty when the kernels run c's shape; otherwise the setting that they do not, and what they expect.
 inline std::string config_problem(const CacheConfig& c) {
   auto n = [](size_t v) { return std::to_string(v); };
-  if (c.head_dim != 64 && c.head_dim != 128) return "head_dim " + n(c.head_dim) + "; expected 64 or 128";
+  if (c.head_dim != 64 && c.head_dim != 80 && c.head_dim != 96 && c.head_dim != 128 && c.head_dim != 256)
+    return "head_dim " + n(c.head_dim) + "; expected 64, 80, 96, 128 or 256";
   if (c.batch < 1 || c.kv_heads < 1 || c.batch * c.kv_heads > 65535)
     return "batch " + n(c.batch) + " x kv_heads " + n(c.kv_heads) + "; expected 1..65535 streams";
   if (c.capacity < 1) return "capacity 0; expected at least 1 token";
@@ -24,7 +26,18 @@ inline std::string config_problem(const CacheConfig& c) {
   if (c.rope.dims != 0 && c.rope.magnitude != 1.0f)
     return "RoPE magnitude " + std::to_string(c.rope.magnitude) +
            " (YaRN's attention factor); expected 1, the only one the kernels rotate with";
+  if (!(c.softcap >= 0.0f) || !std::isfinite(c.softcap))
+    return "softcap " + std::to_string(c.softcap) + "; expected a finite number >= 0 (0: none)";
+  if (c.window > size_t{1} << 30) return "window " + n(c.window) + "; expected at most 2^30 tokens (0: none)";
   return {};
+}
+
+// The compressed formats' kernels are built for head_dim 64 and 128 (fp16's for every size above).
+inline std::string compact_head_dim_problem(const std::string& name, const CacheConfig& c) {
+  if (c.head_dim == 64 || c.head_dim == 128) return {};
+  return name + " head_dim " + std::to_string(c.head_dim) +
+         "; expected 64 or 128 (the fp16 cache also runs 80, 96 "
+         "and 256)";
 }
 
 // The residual-window formats (KIVI, QJL): 2- or 4-bit codes (`bits_name` says which, e.g.

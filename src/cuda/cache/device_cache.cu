@@ -84,6 +84,15 @@ struct DeviceCache::Impl {
     p.value_encoded = encoded(value_block());
     p.main_end = p.key_encoded;
     p.main_tiles = (p.main_end + kTileTokens - 1) / kTileTokens;
+    p.softcap = c.softcap;
+    // A windowed layer: the splits cover the fused region from the first query's first visible
+    // tile on (later queries of a prompt see less; for_query() and the mask narrow it further).
+    p.window = static_cast<int>(c.window);
+    if (c.window > 0) {
+      const int first_visible = std::max(0, p.tokens - p.queries + 1 - p.window);
+      p.first_tile = std::min(first_visible / kTileTokens, p.main_tiles);
+    }
+    const int tiles = p.main_tiles - p.first_tile;
     const SplitKernel kernel = format->split_kernel(p);
     // Two full waves of the kernel's resident blocks: the splits of every stream and query, the
     // ring's included, fill them, so no wave runs a few blocks alone, and the short ring blocks
@@ -94,9 +103,9 @@ struct DeviceCache::Impl {
     const int n_streams = static_cast<int>(streams() * queries);
     const int ring = p.tokens > p.key_encoded ? 1 : 0;
     const int per_stream = std::max(1 + ring, 2 * resident_blocks_of(kernel) * sms / n_streams);
-    const int per_split = (p.main_tiles + per_stream - ring - 1) / (per_stream - ring);
+    const int per_split = (tiles + per_stream - ring - 1) / (per_stream - ring);
     p.tiles_per_split = static_cast<int>(round_up(std::max(per_split, kMinSplitTiles), kWarps));
-    p.main_splits = (p.main_tiles + p.tiles_per_split - 1) / p.tiles_per_split;
+    p.main_splits = (tiles + p.tiles_per_split - 1) / p.tiles_per_split;
     p.splits = p.main_splits + ring;
     p.keys = keys, p.values = values;
     const size_t rows = c.batch * q_heads * queries;

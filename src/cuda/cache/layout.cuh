@@ -71,6 +71,11 @@ struct AttendParams {
   int main_splits = 0;      // splits over the fused region; splits - main_splits (0 or 1) ring splits come first
   int splits = 0;
   int queries = 1;          // > 1: a prompt's causal queries, one per blockIdx.z (for_query())
+  // A sliding-window layer's attention (Gemma's, Mistral's): a query sees only its newest `window`
+  // tokens (0: all), from window_start (for_query() sets it per query). first_tile: the fused
+  // region's first tile any query of the launch sees, where the splits start.
+  int window = 0, window_start = 0, first_tile = 0;
+  float softcap = 0;  // > 0: each score s becomes softcap * tanh(s / softcap) before the softmax
   StreamView keys, values;
   FormatArgs format;        // the device format's own (cache/device_format.h)
   float* part_o = nullptr;  // [batch * q_heads, splits, head_dim]

@@ -57,20 +57,21 @@ __device__ inline float small_code_to_float(unsigned c) {
   return __uint_as_float(0x4B000000u | c) - 8388608.0f;
 }
 
-// (x0, x1) rotated by the angle of cosine c and sine s: products and sums in double, rounded once
-// to float, as the CPU's apply_rope does. The operations are spelled out (_rn intrinsics) so nvcc
-// cannot contract them into fused multiply-adds, which the CPU build without FMA does not do either.
-__device__ inline void rotate_pair(float& x0, float& x1, double c, double s) {
+// (x0, x1) rotated by the angle of cosine c and sine s, times magnitude m: products and sums in
+// double, rounded once to float, as the CPU's apply_rope does (m is 1 but with YaRN, and
+// multiplying by 1 is exact). The operations are spelled out (_rn intrinsics) so nvcc cannot
+// contract them into fused multiply-adds, which the CPU build without FMA does not do either.
+__device__ inline void rotate_pair(float& x0, float& x1, double c, double s, double m = 1.0) {
   const double a = x0, b = x1;
-  x0 = static_cast<float>(__dsub_rn(__dmul_rn(a, c), __dmul_rn(b, s)));
-  x1 = static_cast<float>(__dadd_rn(__dmul_rn(a, s), __dmul_rn(b, c)));
+  x0 = static_cast<float>(__dmul_rn(__dsub_rn(__dmul_rn(a, c), __dmul_rn(b, s)), m));
+  x1 = static_cast<float>(__dmul_rn(__dadd_rn(__dmul_rn(a, s), __dmul_rn(b, c)), m));
 }
 
 // One rotated pair of the CPU's apply_rope: the angle pos * inv_freq in double.
-__device__ inline void rope_pair(float& x0, float& x1, double inv_freq, int64_t pos) {
+__device__ inline void rope_pair(float& x0, float& x1, double inv_freq, int64_t pos, double magnitude = 1.0) {
   double s, c;
   sincos(__dmul_rn(static_cast<double>(pos), inv_freq), &s, &c);
-  rotate_pair(x0, x1, c, s);
+  rotate_pair(x0, x1, c, s, magnitude);
 }
 
 }  // namespace veloxquant::cuda

@@ -21,18 +21,24 @@ __device__ void fetch_rows(uint4* dst, const uint8_t* rows, int lane) {
   }
 }
 
+// Tile buffers per warp: two (the next tile's copies overlap this one's math) but for head_dim
+// 256, whose two 32 KB stages per warp would not fit in shared memory.
+template <int D>
+constexpr int kFp16Stages = D > 128 ? 1 : 2;
+
 template <int D>
 __global__ void __launch_bounds__(kThreads) fp16_attend_kernel(AttendParams p) {
   p = for_query(p);
   using Tile = Fp16Tile<D>;
+  constexpr int S = kFp16Stages<D>;
   constexpr int NK = D / 16;  // k steps of the scores, m tiles of the values
   extern __shared__ __align__(16) uint8_t smem[];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const MmaLane ln(lane);
   float* pt = reinterpret_cast<float*>(smem) + warp * kPtFloats;
   uint8_t* stages = smem + sizeof(float) * kWarps * kPtFloats;
-  uint4* kbuf[2] = {reinterpret_cast<uint4*>(stages + (warp * 2 + 0) * 2 * Tile::kBytes),
-                    reinterpret_cast<uint4*>(stages + (warp * 2 + 1) * 2 * Tile::kBytes)};
+  uint4* kbuf[S];
+  for (int i = 0; i < S; ++i) kbuf[i] = reinterpret_cast<uint4*>(stages + (warp * S + i) * 2 * Tile::kBytes);
   const int seq = blockIdx.y, split = blockIdx.x;
 
   uint32_t bq[NK][2];
@@ -48,7 +54,8 @@ __global__ void __launch_bounds__(kThreads) fp16_attend_kernel(AttendParams p) {
     fetch_rows<D>(dst + Tile::kBytes / 16, vseq + tile * kTileTokens * row_bytes, lane);
   };
   for_each_tile(p, split, kbuf, fetch, [&](const uint4* stage, int tile) {
-    attend_fp16_tile<D>(stage, stage + Tile::kBytes / 16, bq, p.scale, tile * kTileTokens, p.main_end, st, acc, pt, ln);
+    attend_fp16_tile<D>(stage, stage + Tile::kBytes / 16, bq, p.scale, tile * kTileTokens,
+                        score_mask(p, p.main_end), st, acc, pt, ln);
   });
   async_wait<0>();
   __syncthreads();
@@ -57,7 +64,7 @@ __global__ void __launch_bounds__(kThreads) fp16_attend_kernel(AttendParams p) {
 
 template <int D>
 SplitKernel split_kernel() {
-  const size_t stage_bytes = static_cast<size_t>(kWarps) * 2 * 2 * Fp16Tile<D>::kBytes;
+  const size_t stage_bytes = static_cast<size_t>(kWarps) * kFp16Stages<D> * 2 * Fp16Tile<D>::kBytes;
   return {fp16_attend_kernel<D>, sizeof(float) * kWarps * kPtFloats + std::max(stage_bytes, epilogue_bytes<kMmaHeads>(D)),
           "launch of fp16_attend_kernel"};
 }
@@ -65,9 +72,16 @@ SplitKernel split_kernel() {
 }  // namespace
 
 SplitKernel fp16_split_kernel(const AttendParams& p) {
-  if (p.head_dim == 128) return split_kernel<128>();
-  if (p.head_dim == 64) return split_kernel<64>();
-  throw Error("cuda fp16 attention: head_dim " + std::to_string(p.head_dim) + "; expected 64 or 128");
+  switch (p.head_dim) {
+    case 64: return split_kernel<64>();
+    case 80: return split_kernel<80>();
+    case 96: return split_kernel<96>();
+    case 128: return split_kernel<128>();
+    case 256: return split_kernel<256>();
+    default: break;
+  }
+  throw Error("cuda fp16 attention: head_dim " + std::to_string(p.head_dim) +
+              "; expected 64, 80, 96, 128 or 256");
 }
 
 }  // namespace veloxquant::cuda

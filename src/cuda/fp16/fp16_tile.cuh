@@ -1,7 +1,8 @@
 // A 32-token tile of fp16 key and value rows in shared memory, attended on tensor cores
 // (tc_decode.cuh): the fp16 cache's kernel runs it over the whole sequence, KIVI's kernel over
 // its ring of residual rows. Rows sit with their 16-byte chunks XOR-swizzled by token, so that
-// ldmatrix's eight rows of one chunk hit distinct banks.
+// ldmatrix's eight rows of one chunk hit distinct banks (the chunks past the last whole group of
+// 8, in a row of 80 or 96 channels, stay in place).
 #pragma once
 
 #include <cuda_fp16.h>
@@ -14,7 +15,10 @@ template <int D>
 struct Fp16Tile {
   static constexpr int kChunks = D / 8;  // 16-byte chunks per row
   static constexpr int kBytes = kTileTokens * D * 2;
-  __device__ static int slot(int token, int chunk) { return token * kChunks + (chunk ^ (token & 7)); }
+  static constexpr int kSwizzled = kChunks / 8 * 8;  // chunks in whole groups of 8 (80, 96: the first 8)
+  __device__ static int slot(int token, int chunk) {
+    return token * kChunks + (chunk < kSwizzled ? chunk ^ (token & 7) : chunk);
+  }
 };
 
 // B fragments of Q^T for lane (g, t): head g of the KV head's group, channels 16k + 2t.. and
@@ -30,22 +34,23 @@ __device__ void load_query_fragments(const AttendParams& p, int seq, const MmaLa
   for (int k = 0; k < D / 16; ++k) bq[k][0] = q[8 * k + ln.t], bq[k][1] = q[8 * k + ln.t + 4];
 }
 
-// The part of a tile after its scores: s (C layout, before the softmax scale) is scaled and
-// masked (tokens first_token.. that are >= end), joins the online softmax, and the values vt
+// The part of a tile after its scores: s (C layout, before the softmax scale) is scaled, capped
+// and masked (tokens first_token.. outside the mask's range), joins the online softmax, and the values vt
 // (Fp16Tile layout) are summed with the probabilities, each times value_norm[token * norm_stride]
 // when value_norm is given (a per-token factor the values carry). The softmax state, the O^T
 // accumulators (m tile m = channels 16m..16m+15) and the warp's probability buffer pt move on.
 template <int D>
-__device__ void attend_tile_values(float (&s)[2][4], const uint4* vt, float scale, int first_token, int end,
-                                   TcSoftmax& st, float (&acc)[D / 16][4], float* pt, const MmaLane& ln,
-                                   const float* value_norm = nullptr, int norm_stride = 0) {
+__device__ void attend_tile_values(float (&s)[2][4], const uint4* vt, float scale, int first_token,
+                                   const ScoreMask& mask, TcSoftmax& st, float (&acc)[D / 16][4], float* pt,
+                                   const MmaLane& ln, const float* value_norm = nullptr,
+                                   int norm_stride = 0) {
   using Tile = Fp16Tile<D>;
   const int lane = ln.g * 4 + ln.t, mat = lane / 8, row = lane % 8;
 #pragma unroll
   for (int h = 0; h < 2; ++h)
 #pragma unroll
     for (int r = 0; r < 4; ++r) s[h][r] *= scale;
-  mask_tile(s, ln, first_token, end);
+  mask_tile(s, ln, first_token, mask);
   float alpha[2];
   st.update(s, alpha);
   rescale(acc, alpha);
@@ -75,9 +80,9 @@ __device__ void attend_tile_values(float (&s)[2][4], const uint4* vt, float scal
 
 // One tile of fp16 rows: keys kt and values vt (Fp16Tile layout), then attend_tile_values.
 template <int D>
-__device__ void attend_fp16_tile(const uint4* kt, const uint4* vt, const uint32_t (&bq)[D / 16][2], float scale,
-                                 int first_token, int end, TcSoftmax& st, float (&acc)[D / 16][4], float* pt,
-                                 const MmaLane& ln) {
+__device__ void attend_fp16_tile(const uint4* kt, const uint4* vt, const uint32_t (&bq)[D / 16][2],
+                                 float scale, int first_token, const ScoreMask& mask, TcSoftmax& st,
+                                 float (&acc)[D / 16][4], float* pt, const MmaLane& ln) {
   using Tile = Fp16Tile<D>;
   // ldmatrix row addresses: lane i gives row i % 8 of matrix i / 8.
   const int lane = ln.g * 4 + ln.t, mat = lane / 8, row = lane % 8;
@@ -91,7 +96,7 @@ __device__ void attend_fp16_tile(const uint4* kt, const uint4* vt, const uint32_
       mma_16816(s[h], a, bq[k]);
     }
   }
-  attend_tile_values<D>(s, vt, scale, first_token, end, st, acc, pt, ln);
+  attend_tile_values<D>(s, vt, scale, first_token, mask, st, acc, pt, ln);
 }
 
 // m tile m of attend_fp16_tile's accumulators holds channels 16m..16m+15.

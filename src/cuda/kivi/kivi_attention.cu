@@ -104,7 +104,7 @@ __device__ void attend_codes(const AttendParams& p, int seq, int main_split, uin
     for (int h = 0; h < 2; ++h)
 #pragma unroll
       for (int r = 0; r < 4; ++r) s[h][r] = fmaf(s[h][r], kSubnormalCodeScale, off[r]) * p.scale;
-    mask_tile(s, ln, tile * kTileTokens, p.main_end);
+    mask_tile(s, ln, tile * kTileTokens, score_mask(p, p.main_end));
     float alpha[2];
     st.update(s, alpha);
     values.rescale(alpha);

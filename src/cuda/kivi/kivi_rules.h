@@ -10,6 +10,7 @@
 namespace veloxquant::cuda {
 
 inline std::string kivi_problem(const CacheConfig& c) {
+  if (std::string p = compact_head_dim_problem("kivi", c); !p.empty()) return p;
   if (std::string p = windowed_problem("kivi", "kivi bits", c); !p.empty()) return p;
   if (c.head_dim % std::min(c.group, c.head_dim) != 0)
     return "kivi group " + std::to_string(c.group) + " does not divide head_dim " + std::to_string(c.head_dim) +

@@ -130,7 +130,7 @@ __device__ void attend_ring(const AttendParams& p, int seq, float* pt, uint8_t* 
       async_commit();
       async_wait<0>();
       __syncwarp();
-      attend_fp16_tile<D>(kt, vt, bq, p.scale, t0, p.tokens, st, acc, pt, ln);
+      attend_fp16_tile<D>(kt, vt, bq, p.scale, t0, score_mask(p, p.tokens), st, acc, pt, ln);
     }
   }
   __syncthreads();  // the staging areas end where the epilogue's begin

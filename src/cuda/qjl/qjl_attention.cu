@@ -164,7 +164,7 @@ __device__ void attend_codes(const AttendParams& p, int seq, int main_split, flo
       half_scores(reinterpret_cast<const uint32_t*>(r0), reinterpret_cast<const uint32_t*>(r0 + 8 * qjl::kTokenBytes),
                         bs, bo, bqo, qa, ln, s[h]);
     }
-    mask_tile(s, ln, tile * kTileTokens, p.main_end);
+    mask_tile(s, ln, tile * kTileTokens, score_mask(p, p.main_end));
     float alpha[2];
     st.update(s, alpha);
     values.rescale(alpha);

@@ -26,6 +26,7 @@ struct QjlTables : FormatTables {
 
 inline std::string qjl_problem(const CacheConfig& c) {
   auto n = [](size_t v) { return std::to_string(v); };
+  if (std::string p = compact_head_dim_problem("qjl", c); !p.empty()) return p;
   if (std::string p = windowed_problem("qjl", "qjl vbits", c); !p.empty()) return p;
   const QjlTables* q = tables_of<QjlTables>(c);
   if (q == nullptr) return "qjl without its tables; expected QjlTables (the sketch and its sizes)";

@@ -62,6 +62,8 @@ Matrix upload_matrix(const HostMatrix& host, size_t rows, size_t cols, Precision
 
 struct Layer {
   DeviceArray<float> attn_norm, ffn_norm, bq, bk, bv;
+  DeviceArray<float> q_norm, k_norm, post_attn_norm, post_ffn_norm;  // empty when the block has none
+  DeviceArray<double> inv_freq;                                      // the layer's RoPE frequencies
   Matrix wq, wk, wv, wo, gate, up, down;
 };
 
@@ -77,7 +79,6 @@ struct DeviceDecoder::Impl {
   std::vector<Layer> layers;
   Matrix embed, output;  // output.w empty when tied
   DeviceArray<float> output_norm;
-  DeviceArray<double> inv_freq;
   std::vector<std::unique_ptr<DeviceCache>> caches;
   std::unique_ptr<DeviceSampler> sampler;  // made by the first sample()
   size_t logit_rows = 0;  // tokens per sequence whose logits the last step left in `logits`
@@ -102,13 +103,20 @@ struct DeviceDecoder::Impl {
                                  CUBLAS_GEMM_DEFAULT));
   }
 
-  void rope(const float* in, int n, int heads, bool head_major, __half* out) const {
+  // Queries (scaled as the shape says) or keys of layer l, rotated and rounded to fp16.
+  void rope(size_t l, const float* in, int n, int heads, bool queries, __half* out) const {
+    const RopeParams& rope = shape.ropes[l];
     RopeRows r;
     r.x = in, r.n = n, r.batch = static_cast<int>(batch), r.heads = heads, r.head_dim = static_cast<int>(shape.head_dim);
-    r.positions = positions.ptr, r.inv_freq = inv_freq.ptr;
-    r.rope_half = static_cast<int>(shape.rope.dims / 2);
-    r.neox = shape.rope.layout == RopeLayout::Neox;
-    r.head_major = head_major, r.out = out;
+    r.positions = positions.ptr, r.inv_freq = layers[l].inv_freq.ptr;
+    r.rope_half = static_cast<int>(rope.dims / 2);
+    r.magnitude = rope.magnitude;
+    r.neox = rope.layout == RopeLayout::Neox;
+    r.head_major = !queries, r.out = out;
+    if (queries) {
+      r.scale = shape.query_scale, r.temperature_scale = shape.temperature_scale;
+      r.temperature_floor = shape.temperature_floor;
+    }
     launch_rope_rows(r, stream);
   }
 
@@ -131,8 +139,12 @@ struct DeviceDecoder::Impl {
     if (w.bq.size) launch_add_bias(qf.ptr, w.bq.ptr, rows, hq * hd, stream);
     if (w.bk.size) launch_add_bias(kf.ptr, w.bk.ptr, rows, hkv * hd, stream);
     if (w.bv.size) launch_add_bias(vf.ptr, w.bv.ptr, rows, hkv * hd, stream);
-    rope(qf.ptr, n, hq, false, q16.ptr);
-    rope(kf.ptr, n, hkv, true, k16.ptr);
+    if (shape.qk_norm) {
+      launch_rms_norm(qf.ptr, w.q_norm.ptr, rows * hq, hd, shape.rms_eps, qf.ptr, stream);
+      launch_rms_norm(kf.ptr, w.k_norm.ptr, rows * hkv, hd, shape.rms_eps, kf.ptr, stream);
+    }
+    rope(l, qf.ptr, n, hq, true, q16.ptr);
+    rope(l, kf.ptr, n, hkv, false, k16.ptr);
     RopeRows values;  // values only change layout: no pair is rotated
     values.x = vf.ptr, values.n = n, values.batch = static_cast<int>(batch), values.heads = hkv, values.head_dim = hd;
     values.head_major = true, values.out = v16.ptr;
@@ -148,12 +160,16 @@ struct DeviceDecoder::Impl {
       launch_to_half(attn.ptr, r * hq * hd, buffer<__half>(attn_in), stream);
       project(w.wo, buffer<__half>(attn_in), rows, proj.ptr);
     }
+    if (shape.post_norms)
+      launch_rms_norm(proj.ptr, w.post_attn_norm.ptr, rows, d, shape.rms_eps, proj.ptr, stream);
     launch_add(x.ptr, proj.ptr, r * d, stream);
     launch_rms_norm(x.ptr, w.ffn_norm.ptr, rows, d, shape.rms_eps, normed, stream);
     project(w.gate, normed, rows, gate.ptr);
     project(w.up, normed, rows, up.ptr);
-    launch_swiglu(gate.ptr, up.ptr, r * ff, buffer<T>(ffn_in), stream);
+    launch_gated(shape.gelu, gate.ptr, up.ptr, r * ff, buffer<T>(ffn_in), stream);
     project(w.down, buffer<T>(ffn_in), rows, proj.ptr);
+    if (shape.post_norms)
+      launch_rms_norm(proj.ptr, w.post_ffn_norm.ptr, rows, d, shape.rms_eps, proj.ptr, stream);
     launch_add(x.ptr, proj.ptr, r * d, stream);
   }
 
@@ -162,12 +178,14 @@ struct DeviceDecoder::Impl {
   template <class T>
   void forward(int n, size_t first_logit) {
     const int d = static_cast<int>(shape.embedding), b = static_cast<int>(batch);
-    launch_embed_rows(embed.as<T>(), token_ids.ptr, n * b, d, x.ptr, stream);
+    launch_embed_rows(embed.as<T>(), token_ids.ptr, n * b, d, shape.embedding_scale, x.ptr, stream);
     for (size_t l = 0; l < shape.layers; ++l) layer<T>(l, n);
     if (first_logit >= static_cast<size_t>(n)) return;
     const int rows = (n - static_cast<int>(first_logit)) * b;
     launch_rms_norm(x.ptr + first_logit * batch * d, output_norm.ptr, rows, d, shape.rms_eps, buffer<T>(h), stream);
     project(output.w.ptr != nullptr ? output : embed, buffer<T>(h), rows, logits.ptr);
+    if (shape.final_softcap != 0.0f)
+      launch_softcap(logits.ptr, static_cast<size_t>(rows) * shape.vocab, shape.final_softcap, stream);
   }
 
   void make_caches() {
@@ -189,6 +207,14 @@ DeviceDecoder::DeviceDecoder(const DecoderShape& shape, const DecoderWeights& we
   if (weights.layers.size() != shape.layers || caches.size() != shape.layers) {
     throw Error("cuda decoder: " + std::to_string(weights.layers.size()) + " layers of weights and " +
                 std::to_string(caches.size()) + " caches; expected " + std::to_string(shape.layers) + " each");
+  }
+  if (shape.ropes.size() != shape.layers) {
+    throw Error("cuda decoder: " + std::to_string(shape.ropes.size()) +
+                " RoPE settings; expected one per layer (" + std::to_string(shape.layers) + ")");
+  }
+  if (shape.temperature_scale != 0.0f && shape.temperature_floor < 1) {
+    throw Error("cuda decoder: temperature floor " + std::to_string(shape.temperature_floor) +
+                "; expected at least 1 token with a temperature scale");
   }
   if (shape.heads == 0 || shape.kv_heads == 0 || shape.heads % shape.kv_heads != 0) {
     throw Error("cuda decoder: " + std::to_string(shape.heads) + " query heads over " +
@@ -218,6 +244,23 @@ DeviceDecoder::DeviceDecoder(const DecoderShape& shape, const DecoderWeights& we
     Layer w;
     w.attn_norm = upload(in.attn_norm, d, "attn_norm" + at);
     w.ffn_norm = upload(in.ffn_norm, d, "ffn_norm" + at);
+    if (shape.qk_norm) {
+      w.q_norm = upload(in.q_norm, hd, "attn_q_norm" + at);
+      w.k_norm = upload(in.k_norm, hd, "attn_k_norm" + at);
+    }
+    if (shape.post_norms) {
+      w.post_attn_norm = upload(in.post_attn_norm, d, "post_attention_norm" + at);
+      w.post_ffn_norm = upload(in.post_ffn_norm, d, "post_ffw_norm" + at);
+    }
+    const RopeParams& rope = shape.ropes[l];
+    if (rope.dims % 2 != 0 || rope.dims > hd) {
+      throw Error("cuda decoder: RoPE dims " + std::to_string(rope.dims) + at +
+                  "; expected an even number <= head_dim " + std::to_string(hd));
+    }
+    // The CPU's apply_rope frequencies, from the same function.
+    std::vector<double> inv_freq(std::max<size_t>(rope.dims / 2, 1), 0.0);
+    for (size_t i = 0; i < rope.dims / 2; ++i) inv_freq[i] = rope_inverse_frequency(rope, i);
+    w.inv_freq = DeviceArray<double>(inv_freq.data(), inv_freq.size());
     if (!in.bq.empty() || !in.bk.empty() || !in.bv.empty()) {
       w.bq = upload(in.bq, qw, "attn_q.bias" + at);
       w.bk = upload(in.bk, kvw, "attn_k.bias" + at);
@@ -231,18 +274,11 @@ DeviceDecoder::DeviceDecoder(const DecoderShape& shape, const DecoderWeights& we
     w.up = upload_matrix(in.up, ff, d, p, "ffn_up" + at);
     w.down = upload_matrix(in.down, d, ff, p, "ffn_down" + at);
     for (const Matrix* x : {&w.wq, &w.wk, &w.wv, &w.wo, &w.gate, &w.up, &w.down}) m.weight_bytes += x->w.size;
-    m.weight_bytes += 4 * (w.attn_norm.size + w.ffn_norm.size + w.bq.size + w.bk.size + w.bv.size);
+    m.weight_bytes += 4 * (w.attn_norm.size + w.ffn_norm.size + w.bq.size + w.bk.size + w.bv.size +
+                           w.q_norm.size + w.k_norm.size + w.post_attn_norm.size + w.post_ffn_norm.size);
     m.layers.push_back(std::move(w));
   }
   m.weight_bytes += m.embed.w.size + m.output.w.size + 4 * m.output_norm.size;
-  if (shape.rope.magnitude != 1.0f) {
-    throw Error("device decoder: RoPE magnitude " + std::to_string(shape.rope.magnitude) +
-                " (YaRN's attention factor); the CUDA runtime rotates with magnitude 1 only (run on device cpu)");
-  }
-  // The CPU's apply_rope frequencies, from the same function.
-  std::vector<double> inv_freq(std::max<size_t>(shape.rope.dims / 2, 1), 0.0);
-  for (size_t i = 0; i < shape.rope.dims / 2; ++i) inv_freq[i] = rope_inverse_frequency(shape.rope, i);
-  m.inv_freq = DeviceArray<double>(inv_freq.data(), inv_freq.size());
   const size_t n = max_step * m.batch;  // activation rows of the longest step
   m.token_ids = DeviceArray<int32_t>(n);
   m.positions = DeviceArray<int64_t>(n);

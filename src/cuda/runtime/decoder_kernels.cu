@@ -20,10 +20,11 @@ template <>
 __device__ inline float from_float<float>(float x) { return x; }
 
 template <class T>
-__global__ void embed_rows_kernel(const T* table, const int32_t* tokens, int d, float* x) {
+__global__ void embed_rows_kernel(const T* table, const int32_t* tokens, int d, float scale, float* x) {
   const size_t t = blockIdx.x;
   const T* row = table + static_cast<size_t>(tokens[t]) * d;
-  for (int i = threadIdx.x; i < d; i += blockDim.x) x[t * d + i] = to_float(row[i]);
+  for (int i = threadIdx.x; i < d; i += blockDim.x)
+    x[t * d + i] = scale == 1.0f ? to_float(row[i]) : __fmul_rn(to_float(row[i]), scale);
 }
 
 // One block per row. Double partial sums, reduced through shared memory.
@@ -56,24 +57,45 @@ __global__ void rope_rows_kernel(RopeRows r) {
   const float* in = r.x + (static_cast<size_t>(t) * r.heads + h) * d;
   __half* out = r.out + (r.head_major ? ((static_cast<size_t>(b) * r.heads + h) * r.n + i) * d
                                       : (static_cast<size_t>(t) * r.heads + h) * d);
+  // The CPU's query scale: its own factor, then the temperature's, in float.
+  float scale = r.scale;
+  if (r.temperature_scale != 0.0f) {
+    const int64_t periods = r.positions[i] / r.temperature_floor;
+    scale = __fmul_rn(
+        scale, __fadd_rn(1.0f, __fmul_rn(r.temperature_scale, logf(static_cast<float>(periods) + 1.0f))));
+  }
   for (int c = threadIdx.x; c < d; c += blockDim.x) {
     const int pair = r.neox ? (c < r.rope_half ? c : c - r.rope_half) : c / 2;
     const bool rotated = r.neox ? (c < 2 * r.rope_half) : pair < r.rope_half;
     if (!rotated) {
-      out[c] = __float2half_rn(in[c]);
+      out[c] = __float2half_rn(__fmul_rn(in[c], scale));
       continue;
     }
     const int a = r.neox ? pair : 2 * pair, b = r.neox ? pair + r.rope_half : 2 * pair + 1;
     float x0 = in[a], x1 = in[b];
-    rope_pair(x0, x1, r.inv_freq[pair], r.positions[i]);
-    out[c] = __float2half_rn(c == a ? x0 : x1);
+    rope_pair(x0, x1, r.inv_freq[pair], r.positions[i], r.magnitude);
+    out[c] = __float2half_rn(__fmul_rn(c == a ? x0 : x1, scale));
   }
 }
 
 template <class T>
-__global__ void swiglu_kernel(const float* gate, const float* up, size_t n, T* out) {
+__global__ void gated_kernel(bool gelu, const float* gate, const float* up, size_t n, T* out) {
   const size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
-  if (i < n) out[i] = from_float<T>(__fmul_rn(__fdiv_rn(gate[i], __fadd_rn(1.0f, expf(-gate[i]))), up[i]));
+  if (i >= n) return;
+  const float g = gate[i];
+  if (!gelu) {
+    out[i] = from_float<T>(__fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), up[i]));
+    return;
+  }
+  // 0.5 x (1 + tanh(sqrt(2 / pi) x (1 + 0.044715 x^2))), as ggml and Gemma's reference compute it.
+  constexpr float kSqrt2OverPi = 0.7978845608028654f, kCubic = 0.044715f;
+  const float inner = kSqrt2OverPi * g * (1.0f + kCubic * g * g);
+  out[i] = from_float<T>(0.5f * g * (1.0f + tanhf(inner)) * up[i]);
+}
+
+__global__ void softcap_kernel(float* x, size_t n, float cap) {
+  const size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  if (i < n) x[i] = cap * tanhf(x[i] / cap);
 }
 
 // Values per 16-byte load, and their sum of products with x's matching values.
@@ -123,8 +145,9 @@ __global__ void to_half_kernel(const float* x, size_t n, __half* y) {
 }  // namespace
 
 template <class T>
-void launch_embed_rows(const T* table, const int32_t* tokens, int n, int d, float* x, cudaStream_t s) {
-  embed_rows_kernel<<<n, kBlock, 0, s>>>(table, tokens, d, x);
+void launch_embed_rows(const T* table, const int32_t* tokens, int n, int d, float scale, float* x,
+                       cudaStream_t s) {
+  embed_rows_kernel<<<n, kBlock, 0, s>>>(table, tokens, d, scale, x);
   VQ_CUDA_CHECK_LAUNCH("embed_rows_kernel");
 }
 
@@ -146,9 +169,14 @@ void launch_rope_rows(const RopeRows& r, cudaStream_t s) {
 }
 
 template <class T>
-void launch_swiglu(const float* gate, const float* up, size_t n, T* out, cudaStream_t s) {
-  swiglu_kernel<<<blocks_for(n), kBlock, 0, s>>>(gate, up, n, out);
-  VQ_CUDA_CHECK_LAUNCH("swiglu_kernel");
+void launch_gated(bool gelu, const float* gate, const float* up, size_t n, T* out, cudaStream_t s) {
+  gated_kernel<<<blocks_for(n), kBlock, 0, s>>>(gelu, gate, up, n, out);
+  VQ_CUDA_CHECK_LAUNCH("gated_kernel");
+}
+
+void launch_softcap(float* x, size_t n, float cap, cudaStream_t s) {
+  softcap_kernel<<<blocks_for(n), kBlock, 0, s>>>(x, n, cap);
+  VQ_CUDA_CHECK_LAUNCH("softcap_kernel");
 }
 
 template <class T>
@@ -168,10 +196,10 @@ void launch_to_half(const float* x, size_t n, __half* y, cudaStream_t s) {
   VQ_CUDA_CHECK_LAUNCH("to_half_kernel");
 }
 
-#define VQ_DECODER_PRECISION(T)                                                                    \
-  template void launch_embed_rows<T>(const T*, const int32_t*, int, int, float*, cudaStream_t);    \
-  template void launch_rms_norm<T>(const float*, const float*, int, int, float, T*, cudaStream_t); \
-  template void launch_swiglu<T>(const float*, const float*, size_t, T*, cudaStream_t);        \
+#define VQ_DECODER_PRECISION(T)                                                                        \
+  template void launch_embed_rows<T>(const T*, const int32_t*, int, int, float, float*, cudaStream_t); \
+  template void launch_rms_norm<T>(const float*, const float*, int, int, float, T*, cudaStream_t);     \
+  template void launch_gated<T>(bool, const float*, const float*, size_t, T*, cudaStream_t);           \
   template void launch_gemv<T>(const T*, int, int, const T*, float*, cudaStream_t);
 VQ_DECODER_PRECISION(__half)
 VQ_DECODER_PRECISION(float)

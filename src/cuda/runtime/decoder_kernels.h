@@ -13,10 +13,12 @@ namespace veloxquant::cuda {
 
 // The element types below (T): __half or float, the decoder's precision.
 
-// x[t] = table[tokens[t]] as f32, rows of d.
+// x[t] = table[tokens[t]] as f32 (times scale when it is not 1), rows of d.
 template <class T>
-void launch_embed_rows(const T* table, const int32_t* tokens, int n, int d, float* x, cudaStream_t s);
-// y[t] = x[t] / rms(x[t]) * w: the sum of squares in double, like the CPU's rms_norm.
+void launch_embed_rows(const T* table, const int32_t* tokens, int n, int d, float scale, float* x,
+                       cudaStream_t s);
+// y[t] = x[t] / rms(x[t]) * w: the sum of squares in double, like the CPU's rms_norm. y may be x
+// (T float): per-head q/k norms and the post-norms run in place.
 template <class T>
 void launch_rms_norm(const float* x, const float* w, int n, int d, float eps, T* y, cudaStream_t s);
 // y[t][i] += bias[i] for n rows of `width`.
@@ -32,15 +34,23 @@ struct RopeRows {
   const int64_t* positions = nullptr;
   const double* inv_freq = nullptr;
   int rope_half = 0;
+  double magnitude = 1.0;  // the rotated pair times this (YaRN's attention factor)
   bool neox = false;  // pairs (i, i + rope_half) instead of (2i, 2i + 1)
   bool head_major = false;
+  // Queries: every value times scale after RoPE, and with temperature_scale > 0 times
+  // 1 + temperature_scale * log(floor(pos / temperature_floor) + 1) (DecoderShape's).
+  float scale = 1.0f, temperature_scale = 0.0f;
+  int64_t temperature_floor = 1;
   __half* out = nullptr;
 };
 void launch_rope_rows(const RopeRows& r, cudaStream_t s);
 
-// out = silu(gate) * up, n values (the CPU's g / (1 + exp(-g)) * u).
+// out = act(gate) * up, n values: SiLU (the CPU's g / (1 + exp(-g)) * u) or, with gelu, GELU's
+// tanh approximation as the CPU's gated() computes it.
 template <class T>
-void launch_swiglu(const float* gate, const float* up, size_t n, T* out, cudaStream_t s);
+void launch_gated(bool gelu, const float* gate, const float* up, size_t n, T* out, cudaStream_t s);
+// x = cap * tanh(x / cap), n values (the CPU's softcap).
+void launch_softcap(float* x, size_t n, float cap, cudaStream_t s);
 // y[rows] = w[rows, cols] x[cols] (f32 sums): the decode step's projections, one warp per output
 // row reading the row in 16-byte loads; cols a multiple of 16 / sizeof(T), w and x 16-byte aligned.
 // A step of one token is a matrix-vector product, which cuBLAS's GEMM pays a heuristic for.

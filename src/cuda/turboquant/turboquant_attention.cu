@@ -182,7 +182,7 @@ __global__ void __launch_bounds__(kThreads) turboquant_attend_kernel(AttendParam
         s[h][0] += w0 * z[h][0], s[h][1] += w0 * z[h][1], s[h][2] += w1 * z[h][2], s[h][3] += w1 * z[h][3];
       }
     }
-    attend_tile_values<D>(s, vt, 1.0f, tile * kTileTokens, p.main_end, st, acc, pt, ln,
+    attend_tile_values<D>(s, vt, 1.0f, tile * kTileTokens, score_mask(p, p.main_end), st, acc, pt, ln,
                           reinterpret_cast<const float*>(vrec), L::kValueBytes / 4);
   });
   async_wait<0>();

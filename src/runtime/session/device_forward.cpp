@@ -5,6 +5,7 @@
 #include "veloxquant/error.h"
 
 #ifdef VELOXQUANT_WITH_CUDA
+#include <cmath>
 #include <cstring>
 
 #include "core/simd.h"
@@ -30,29 +31,6 @@ cuda::HostMatrix host_matrix(const WeightMatrix& w, cuda::Precision p) {
     else simd::f32_to_f16(row.data(), reinterpret_cast<uint16_t*>(dst), w.cols);
   }
   return out;
-}
-
-// The CUDA decoder runs llama's block: names the first feature of another architecture's that
-// it lacks, so that nothing runs a different model than the file's.
-void require_llama_block(const Model& model, size_t context) {
-  const Model::Impl& weights = ModelInternals::of(model);
-  const ModelConfig& c = model.config();
-  const char* missing = c.qk_norm                           ? "per-head q/k RMSNorm"
-                        : c.post_norms                      ? "post-attention and post-feed-forward norms"
-                        : c.activation != Activation::Silu  ? "GeGLU"
-                        : c.embedding_scale != 1.0f         ? "embedding scaling"
-                        : c.attention_scale != 0.0f         ? "a query scale other than 1/sqrt(head_dim)"
-                        : c.attention_softcap != 0.0f       ? "attention soft-capping"
-                        : c.final_softcap != 0.0f           ? "logit soft-capping"
-                        : !c.sliding_layers.empty()         ? "sliding-window layers"
-                        : c.attention_temperature_scale != 0 ? "attention temperature by position"
-                        : weights.rope_long_factors && context > weights.rope_original_context
-                            ? "long-context RoPE factors"
-                            : nullptr;
-  if (missing) {
-    throw Error("device cuda: " + c.architecture + " models need " + missing +
-                ", which the CUDA runtime does not implement yet (run on device cpu)");
-  }
 }
 
 class CudaForward final : public DeviceForward {
@@ -82,9 +60,9 @@ class CudaForward final : public DeviceForward {
 
 }  // namespace
 
-std::unique_ptr<DeviceForward> make_device_forward(const Model& model, const Spec& spec, size_t context,
+std::unique_ptr<DeviceForward> make_device_forward(const Model& model, const Spec& spec,
+                                                   std::span<const RopeParams> ropes, size_t context,
                                                    size_t max_step, size_t batch, GpuWeights weights) {
-  require_llama_block(model, context);
   const cuda::Precision p = weights == GpuWeights::F32 ? cuda::Precision::F32 : cuda::Precision::F16;
   const ModelConfig& c = model.config();
   const Model::Impl& m = ModelInternals::of(model);
@@ -92,12 +70,23 @@ std::unique_ptr<DeviceForward> make_device_forward(const Model& model, const Spe
   for (uint32_t l = 0; l < c.layers; ++l) {
     LayerShape shape{c.kv_heads, c.head_dim, static_cast<int>(l), 0};
     shape.layers = static_cast<int>(c.layers);
+    shape.window = c.sliding(l) ? c.sliding_window : 0;
+    shape.softcap = c.attention_softcap;
     caches.push_back(cuda::device_cache_config(spec, shape, batch, context));
   }
   cuda::DecoderShape shape;
   shape.layers = c.layers, shape.embedding = c.embedding, shape.feed_forward = c.feed_forward;
   shape.heads = c.heads, shape.kv_heads = c.kv_heads, shape.head_dim = c.head_dim;
-  shape.vocab = c.vocab, shape.rms_eps = c.rms_eps, shape.rope = c.rope, shape.precision = p;
+  shape.vocab = c.vocab, shape.rms_eps = c.rms_eps, shape.precision = p;
+  shape.ropes.assign(ropes.begin(), ropes.end());
+  shape.qk_norm = c.qk_norm, shape.post_norms = c.post_norms,
+  shape.gelu = c.activation == Activation::GeluTanh;
+  shape.embedding_scale = c.embedding_scale, shape.final_softcap = c.final_softcap;
+  // The session's query scale (Session::Impl::layer): the model's own, in place of 1/sqrt(head_dim).
+  if (c.attention_scale != 0.0f)
+    shape.query_scale = c.attention_scale * std::sqrt(static_cast<float>(c.head_dim));
+  shape.temperature_scale = c.attention_temperature_scale;
+  if (c.attention_temperature_scale != 0.0f) shape.temperature_floor = c.attention_temperature_floor;
   cuda::DecoderWeights w;
   w.token_embd = host_matrix(m.token_embd, p);
   if (!c.tied_output) w.output = host_matrix(m.output, p);
@@ -105,6 +94,8 @@ std::unique_ptr<DeviceForward> make_device_forward(const Model& model, const Spe
   for (const LayerWeights& in : m.layers) {
     cuda::DecoderLayerWeights& out = w.layers.emplace_back();
     out.attn_norm = in.attn_norm, out.ffn_norm = in.ffn_norm;
+    out.q_norm = in.q_norm, out.k_norm = in.k_norm;
+    out.post_attn_norm = in.post_attn_norm, out.post_ffn_norm = in.post_ffn_norm;
     out.wq = host_matrix(in.wq, p), out.wk = host_matrix(in.wk, p), out.wv = host_matrix(in.wv, p);
     out.wo = host_matrix(in.wo, p), out.gate = host_matrix(in.gate, p), out.up = host_matrix(in.up, p);
     out.down = host_matrix(in.down, p);
@@ -115,7 +106,8 @@ std::unique_ptr<DeviceForward> make_device_forward(const Model& model, const Spe
 
 #else
 
-std::unique_ptr<DeviceForward> make_device_forward(const Model&, const Spec&, size_t, size_t, size_t, GpuWeights) {
+std::unique_ptr<DeviceForward> make_device_forward(const Model&, const Spec&, std::span<const RopeParams>,
+                                                   size_t, size_t, size_t, GpuWeights) {
   throw Error("device cuda: this build has no CUDA backend; configure with -DVELOXQUANT_CUDA=ON "
               "(docs/cuda.md) on a machine with the CUDA toolkit");
 }

@@ -32,8 +32,11 @@ class DeviceForward {
 
 // Throws Error when the build has no CUDA backend, and SpecError naming the methods that have
 // CUDA kernels when `spec` is not one of them.
-// batch: sequences decoded in lockstep, each with its own caches.
-std::unique_ptr<DeviceForward> make_device_forward(const Model& model, const Spec& spec, size_t context,
+// batch: sequences decoded in lockstep, each with its own caches. ropes: each layer's RoPE, as
+// the session rotates on the CPU (a windowed layer's own base, phi3's long factors past the
+// original context).
+std::unique_ptr<DeviceForward> make_device_forward(const Model& model, const Spec& spec,
+                                                   std::span<const RopeParams> ropes, size_t context,
                                                    size_t max_step, size_t batch, GpuWeights weights);
 
 }  // namespace veloxquant::runtime

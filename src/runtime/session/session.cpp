@@ -148,7 +148,8 @@ struct Session::Impl {
     if (options.batch == 0) throw Error("session batch 0; expected at least 1 sequence");
     history.resize(options.batch);
     if (options.device == Device::Cuda) {
-      gpu = runtime::make_device_forward(model, spec, context, kMicroBatch, options.batch, options.gpu_weights);
+      gpu = runtime::make_device_forward(model, spec, ropes, context, kMicroBatch, options.batch,
+                                         options.gpu_weights);
       return;
     }
     if (options.batch != 1) {
