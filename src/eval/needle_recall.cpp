@@ -81,7 +81,7 @@ std::vector<int32_t> needle_sequence(int32_t bos, std::span<const int32_t> text,
 NeedleResult needle_recall(const Model& model, std::span<const int32_t> haystack,
                            const NeedleOptions& o) {
   const int32_t bos = model.tokenizer().bos();
-  const size_t n = o.needle_tokens, vocab = model.config().vocab;
+  const size_t n = o.needle_tokens;
   const size_t fixed = (bos >= 0 ? 1 : 0) + 2 * n;
   check_options(o, fixed, model.config().context_length, haystack.size());
   const std::vector<int32_t> ids = printable_ids(model);
@@ -106,15 +106,16 @@ NeedleResult needle_recall(const Model& model, std::span<const int32_t> haystack
         const std::vector<int32_t> seq =
             needle_sequence(bos, haystack.subspan(offset, text_tokens), needle, depth, o.plant);
 
-        // One eval, as a prompt is evaluated: the runtime cuts it into micro-batches and caches
-        // that evict do so after each, so an eval split anywhere else would hand them another
-        // prefill. The price is logits for every position, length x vocab floats.
+        // The prompt runs through the final copy's first token, as a question would end it; the
+        // copy's other tokens are then read one at a time, as generation reads them, each
+        // predicted from what the cache kept of the prompt (a policy that compresses the prompt
+        // selects after it, one that evicts as it goes keeps evicting).
         session.reset();
-        const std::vector<float> logits = session.eval(seq, Logits::All);
-        const float* copy = &logits[(length - n) * vocab];
+        const size_t prompt = length - n + 1;
+        std::vector<float> logits = session.eval(std::span(seq).first(prompt), Logits::Last);
         for (size_t j = 0; j + 1 < n; ++j) {
-          const float* row = copy + j * vocab;
-          hits += std::max_element(row, row + vocab) - row == needle[j + 1];
+          hits += std::max_element(logits.begin(), logits.end()) - logits.begin() == needle[j + 1];
+          logits = session.eval(std::span(seq).subspan(prompt + j, 1), Logits::Last);  // the last: bytes
         }
         cell.scored += n - 1;
         cell.kv_bytes = session.kv_bytes();

@@ -46,8 +46,9 @@ struct NeedleResult {
 };
 
 // Each sequence is BOS (when the vocabulary has one), haystack text with the needle inserted at
-// the depth, then the needle again, exactly `length` tokens, evaluated by one Session::eval with
-// kv_spec as a prompt is (that eval returns length x vocab logits). The needle's tokens are
+// the depth, then the needle again, exactly `length` tokens, on a Session with kv_spec: one
+// Session::eval of the prompt through the final copy's first token, then one eval per token of
+// the copy's rest, as generation reads it (teacher-forced). The needle's tokens are
 // uniform over the vocabulary's printable ids (no control or end-of-generation tokens), drawn from
 // the seed, the length and the trial, so every depth of a trial hides the same needle in the same
 // text. The final copy's first token cannot be predicted; the other needle_tokens - 1 are scored,
