@@ -68,7 +68,8 @@ class KVCache {
   // tokens its KV head still holds up to its own; each head may hold a different number.
   void attend_observed(const TensorView& q, float* out);
   // Drops the tokens the policy ranks lowest until every KV head is within its budget (SnapKV
-  // and its relatives only after a prompt: a step of more than one token). No-op without a policy.
+  // and its relatives only after a prompt: a step of more than one token, or the last step of a
+  // prompt cut by continue_prompt()). No-op without a policy.
   void evict();
   // The end of a forward step, after every query of the step has attended: encodes the blocks a
   // saliency codec (Codec::wants_attention) or a cross-layer spec held back, then evict(). The
@@ -76,6 +77,13 @@ class KVCache {
   // first, so a cache used without it stays correct, only without the attention of the last step.
   // A layer of a cross-layer pair encodes the blocks both layers of the pair hold, for both.
   void finish_step();
+  // The step about to run (append, attend_observed, finish_step) is part of a prompt evaluated in
+  // several steps, with `rest` of its tokens in the steps after it (0: this step ends it). The
+  // runtime says so before each step of a prompt it cuts into micro-batches, so that SnapKV and
+  // its relatives select once, after the whole prompt, from the attention of its last `window`
+  // queries, however the steps cut them; the cache holds the whole prompt until then. Without it
+  // a step of several tokens is a whole prompt. finish_step() ends what it says.
+  void continue_prompt(size_t rest);
   bool evicts() const;
   // The layer's budget in tokens per KV head (0 without a policy). squeeze's budgets come from
   // measured layer importance: the runtime measures it when wants_layer_importance() and sets

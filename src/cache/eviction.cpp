@@ -76,7 +76,7 @@ void KVCache::Impl::evict() {
   if (!policy) return;
   const size_t appended = pending;
   pending = 0;
-  if (!policy->evicts_after(appended)) return;
+  if (!policy->evicts_after(appended, prompt_step)) return;
   const std::vector<size_t> budgets = policy->head_budgets(scores);
   const size_t row_bytes = fp16.code_bytes(1);
   for (size_t h = 0; h < shape.kv_heads; ++h) {

@@ -249,7 +249,7 @@ void KVCache::Impl::note_attention(const std::vector<std::vector<float>>& mass, 
 }
 
 size_t KVCache::Impl::observed_queries(size_t nq) const {
-  return policy ? policy->observed_queries(nq) : salient ? nq : 0;
+  return policy ? policy->observed_queries(nq, prompt_step) : salient ? nq : 0;
 }
 
 size_t KVCache::Impl::stream_bytes(bool is_key) const {
@@ -450,7 +450,7 @@ void KVCache::attend_observed(const TensorView& q, float* out) {
     for (size_t h = 0; h < mass.size(); ++h) mass[h].assign(m.stored(h), 0.0f);
   }
   attend_into(q, out, AttendPath::Auto, observed ? &mass : nullptr);
-  if (m.policy) m.policy->observe(mass, m.scores);
+  if (m.policy) m.policy->observe(mass, m.scores, m.prompt_step);
   else if (observed) m.note_attention(mass, q.dim(0), q.dim(1) / m.shape.kv_heads);
 }
 
@@ -515,7 +515,9 @@ void KVCache::finish_step() {
   if (impl_->held) impl_->encode_all_aged();
   impl_->evict();
   impl_->drop_outside_window();
+  impl_->prompt_step = {};
 }
+void KVCache::continue_prompt(size_t rest) { impl_->prompt_step = {true, rest}; }
 bool KVCache::evicts() const { return impl_->policy != nullptr; }
 bool KVCache::cross_layer() const { return impl_->cross != nullptr; }
 bool KVCache::wants_layer_importance() const {

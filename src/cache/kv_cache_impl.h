@@ -41,6 +41,7 @@ struct KVCache::Impl {
   RopeParams rope;
   int64_t last_position = -1;
   size_t pending = 0;      // tokens appended since the last evict()
+  PromptStep prompt_step;  // the current step's place in a prompt cut into steps (continue_prompt)
   size_t min_budget = 0;   // what the policy always keeps: a smaller budget could not be met
 
   // The codec head h's stream is stored with before any per-stream fit: its own under mixed

@@ -20,8 +20,9 @@ class HeavyHitters : public EvictionPolicy {
   size_t protected_recent() const override {
     return static_cast<size_t>(std::floor(recent_share_ * static_cast<double>(budget_)));
   }
-  size_t observed_queries(size_t nq) const override { return nq; }
-  void observe(const std::vector<std::vector<float>>& mass, std::vector<TokenScores>& heads) override {
+  size_t observed_queries(size_t nq, const PromptStep&) const override { return nq; }
+  void observe(const std::vector<std::vector<float>>& mass, std::vector<TokenScores>& heads,
+               const PromptStep&) override {
     for (size_t h = 0; h < heads.size(); ++h)
       for (size_t t = 0; t < heads[h].score.size(); ++t) heads[h].score[t] += mass[h][t];
   }

@@ -16,6 +16,14 @@ struct TokenScores {
   std::vector<int64_t> position;  // the token's position in the sequence
 };
 
+// Where a forward step sits in its prompt. The runtime cuts a long prompt into several steps
+// (micro-batches, KVCache::continue_prompt): `rest` of its tokens come in the steps after this one,
+// 0 on its last. A step that is a whole prompt, or a decoded token, is not split.
+struct PromptStep {
+  bool split = false;
+  size_t rest = 0;
+};
+
 class EvictionPolicy {
  public:
   explicit EvictionPolicy(size_t budget) : budget_(budget) {}
@@ -31,16 +39,17 @@ class EvictionPolicy {
   virtual size_t sinks() const { return 0; }
   // The newest tokens, always kept (a recent window, SnapKV's observation window).
   virtual size_t protected_recent() const { return 0; }
-  // Of an attend call with nq query tokens, how many of the last ones must report the attention
-  // they paid (0: the policy needs no attention).
-  virtual size_t observed_queries(size_t nq) const = 0;
-  // Folds one attend call into the scores. mass[h][t]: attention probability that the observed
-  // queries of KV head h's query heads paid to stored token t, summed; empty when
+  // Of an attend call with nq query tokens in `step`, how many of the last ones must report the
+  // attention they paid (0: the policy needs no attention).
+  virtual size_t observed_queries(size_t nq, const PromptStep& step) const = 0;
+  // Folds one attend call of `step` into the scores. mass[h][t]: attention probability that the
+  // observed queries of KV head h's query heads paid to stored token t, summed; empty when
   // observed_queries() was 0. Entries of tokens appended since the last call start at 0.
-  virtual void observe(const std::vector<std::vector<float>>& mass, std::vector<TokenScores>& heads) = 0;
+  virtual void observe(const std::vector<std::vector<float>>& mass, std::vector<TokenScores>& heads,
+                       const PromptStep& step) = 0;
   // Whether a forward step that appended `appended` tokens ends by enforcing the budget
-  // (SnapKV compresses prompts, never decoded tokens).
-  virtual bool evicts_after(size_t /*appended*/) const { return true; }
+  // (SnapKV compresses whole prompts, never decoded tokens).
+  virtual bool evicts_after(size_t /*appended*/, const PromptStep& /*step*/) const { return true; }
   // Tokens each head may keep now; by default budget() for every head.
   virtual std::vector<size_t> head_budgets(const std::vector<TokenScores>& heads) const {
     return std::vector<size_t>(heads.size(), budget_);

@@ -1,7 +1,9 @@
 // SnapKV (Li et al., NeurIPS 2024, arXiv 2404.14469): at the end of a prompt, the attention that
 // the last `window` prompt queries pay to each earlier token, summed and smoothed by a max-pool
 // so that neighbours of a selected token come along, picks the tokens each KV head keeps; the
-// observation window itself is kept; tokens decoded afterwards are appended uncompressed.
+// observation window itself is kept; tokens decoded afterwards are appended uncompressed. A
+// prompt the runtime evaluates in several steps is held whole until its last step: the window's
+// votes add up over the steps it spans, and the selection runs once, at the end.
 // PyramidKV (Cai et al., arXiv 2406.02069) gives layers budgets that shrink linearly with depth at
 // the same average; Ada-KV (Feng et al., arXiv 2407.11550) splits a layer's budget across its
 // heads by taking the top scores of all heads together, each head guaranteed a floor.
@@ -22,14 +24,28 @@ class SnapKv : public EvictionPolicy {
   SnapKv(size_t budget, size_t window, size_t kernel)
       : EvictionPolicy(budget), window_(window), kernel_(kernel) {}
   size_t protected_recent() const override { return window_; }
-  // Prompts only: a step of one token is decoding.
-  size_t observed_queries(size_t nq) const override { return nq > 1 ? std::min(window_, nq) : 0; }
-  bool evicts_after(size_t appended) const override { return appended > 1; }
-  void observe(const std::vector<std::vector<float>>& mass, std::vector<TokenScores>& heads) override {
+  // The prompt's last `window` queries; a step of one token outside a split prompt is decoding.
+  size_t observed_queries(size_t nq, const PromptStep& step) const override {
+    if (!step.split) return nq > 1 ? std::min(window_, nq) : 0;
+    return step.rest >= window_ ? 0 : std::min(nq, window_ - step.rest);
+  }
+  bool evicts_after(size_t appended, const PromptStep& step) const override {
+    return step.split ? step.rest == 0 : appended > 1;
+  }
+  void observe(const std::vector<std::vector<float>>& mass, std::vector<TokenScores>& heads,
+               const PromptStep& step) override {
     if (mass.empty()) return;
+    // Nothing is evicted between the steps of a split prompt, so stored token t is the same token
+    // in every step's mass: the steps' votes add (a token appended later has none from before).
+    const bool adds = voting_ && step.split;
+    voting_ = step.split && step.rest > 0;
+    votes_.resize(heads.size());
     const size_t half = kernel_ / 2;
     for (size_t h = 0; h < heads.size(); ++h) {
-      const std::vector<float>& m = mass[h];
+      std::vector<float>& m = votes_[h];
+      if (!adds || mass[h].size() < m.size()) m.assign(mass[h].size(), 0.0f);
+      m.resize(mass[h].size(), 0.0f);
+      for (size_t t = 0; t < m.size(); ++t) m[t] += mass[h][t];
       std::vector<float>& score = heads[h].score;
       for (size_t t = 0; t < score.size(); ++t) {
         const size_t lo = t >= half ? t - half : 0, hi = std::min(score.size(), t + half + 1);
@@ -41,6 +57,10 @@ class SnapKv : public EvictionPolicy {
 
  protected:
   size_t window_, kernel_;
+
+ private:
+  std::vector<std::vector<float>> votes_;  // per head, the window's summed attention so far
+  bool voting_ = false;                    // the next step continues the prompt whose votes these are
 };
 
 class AdaKv final : public SnapKv {

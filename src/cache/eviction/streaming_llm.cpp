@@ -18,9 +18,10 @@ class StreamingLlm final : public EvictionPolicy {
  public:
   StreamingLlm(size_t budget, size_t sinks) : EvictionPolicy(budget), sinks_(sinks) {}
   size_t sinks() const override { return sinks_; }
-  size_t observed_queries(size_t) const override { return 0; }
+  size_t observed_queries(size_t, const PromptStep&) const override { return 0; }
   // Newest first: the window rolls.
-  void observe(const std::vector<std::vector<float>>&, std::vector<TokenScores>& heads) override {
+  void observe(const std::vector<std::vector<float>>&, std::vector<TokenScores>& heads,
+               const PromptStep&) override {
     for (TokenScores& h : heads)
       for (size_t t = 0; t < h.score.size(); ++t) h.score[t] = static_cast<float>(t);
   }

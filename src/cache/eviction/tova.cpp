@@ -11,8 +11,9 @@ namespace {
 class Tova final : public EvictionPolicy {
  public:
   using EvictionPolicy::EvictionPolicy;
-  size_t observed_queries(size_t) const override { return 1; }
-  void observe(const std::vector<std::vector<float>>& mass, std::vector<TokenScores>& heads) override {
+  size_t observed_queries(size_t, const PromptStep&) const override { return 1; }
+  void observe(const std::vector<std::vector<float>>& mass, std::vector<TokenScores>& heads,
+               const PromptStep&) override {
     if (mass.empty()) return;
     const size_t n = heads.front().score.size();
     for (size_t t = 0; t < n; ++t) {

@@ -329,6 +329,9 @@ std::vector<float> Session::eval_batch(std::span<const int32_t> tokens, Logits w
     const size_t nb = std::min(kMicroBatch, n - b);
     chunk.resize(batch * nb);  // the micro-batch's tokens of every sequence, [batch, nb]
     for (size_t q = 0; q < batch; ++q) std::copy_n(&tokens[q * n + b], nb, &chunk[q * nb]);
+    // The micro-batches of one prompt are one prompt to the caches (SnapKV selects after the last).
+    if (n > kMicroBatch)
+      for (KVCache& cache : s.caches) cache.continue_prompt(n - b - nb);
     if (which == Logits::All) {
       chunk_logits.resize(batch * nb * vocab);
       s.step(chunk.data(), nb, 0, chunk_logits.data());

@@ -170,6 +170,70 @@ TEST(SnapKv, KeepsWhatTheObservationWindowReadsThenAppendsDecodedTokens) {
   EXPECT_EQ(cache.stored_tokens(0), 64u + 50u);  // the prompt's budget, then every decoded token
 }
 
+// The first steps of a prompt of `total` tokens (0: the steps are all of it), evaluated as the
+// runtime's micro-batches are: each step says how much of the prompt follows it
+// (continue_prompt), attends and finishes.
+void run_prompt_in_steps(KVCache& cache, const Workload& w, const std::vector<size_t>& steps,
+                         size_t heads = 1, size_t total = 0) {
+  if (total == 0) total = std::accumulate(steps.begin(), steps.end(), size_t{0});
+  size_t t = 0;
+  for (size_t n : steps) {
+    std::vector<float> out(n * heads * kDim);
+    const size_t at = t * heads * kDim;
+    t += n;
+    cache.continue_prompt(total - t);
+    cache.append(TensorView::f32(&w.k[at], {n, heads, kDim}), TensorView::f32(&w.v[at], {n, heads, kDim}));
+    cache.attend_observed(TensorView::f32(&w.q[at], {n, heads, kDim}), out.data());
+    cache.finish_step();
+  }
+}
+
+TEST(SnapKv, APromptCutIntoStepsSelectsAsTheWholePrompt) {
+  // The paper selects once, from the prompt's last window of queries: however the runtime cuts
+  // the prompt, the same tokens stay, and none leaves before the prompt's last step.
+  for (const char* spec : {"snapkv:budget=24,window=8,kernel=3", "adakv:budget=24,window=8,kernel=3"}) {
+    const Workload w = workload(100, {10, 11, 57, 80}, 9, 2);
+    KVCache whole(spec, LayerShape{2, kDim, 0, 0});
+    run_prompt_in_steps(whole, w, {100}, 2);
+    for (const std::vector<size_t>& steps :
+         std::vector<std::vector<size_t>>{{40, 40, 20}, {96, 4}, {99, 1}, {50, 50}}) {
+      KVCache first(spec, LayerShape{2, kDim, 0, 0});
+      run_prompt_in_steps(first, w, {steps.front()}, 2, 100);
+      EXPECT_EQ(first.stored_tokens(0), steps.front()) << spec << ": nothing leaves while the prompt goes on";
+      KVCache split(spec, LayerShape{2, kDim, 0, 0});
+      run_prompt_in_steps(split, w, steps, 2);
+      for (size_t h = 0; h < 2; ++h) {
+        EXPECT_EQ(split.positions(h), whole.positions(h))
+            << spec << " head " << h << ", first step " << steps[0];
+      }
+    }
+  }
+}
+
+TEST(SnapKv, KeepsWhatOnlyThePromptsLastQueriesRead) {
+  // Every query reads the heavy tokens along e0 but the last 8, which read token 10 along e1: the
+  // needle a question at the end of a prompt asks for.
+  Workload w = workload(100, {50, 51, 52}, 11);
+  for (size_t t = 92; t < 100; ++t) w.q[t * kDim] = 0.0f, w.q[t * kDim + 1] = 4.0f;
+  w.k[10 * kDim + 1] = 4.0f;
+  KVCache cache("snapkv:budget=16,window=8,kernel=1", LayerShape{1, kDim, 0, 0});
+  run_prompt_in_steps(cache, w, {40, 40, 20});
+  EXPECT_TRUE(holds(cache, 10));
+  EXPECT_EQ(cache.stored_tokens(0), 16u);
+  // Each step taken as a prompt of its own, the first two select with their own last queries,
+  // which never read token 10, and drop it before the question comes.
+  KVCache steps_alone("snapkv:budget=16,window=8,kernel=1", LayerShape{1, kDim, 0, 0});
+  std::vector<float> out(40 * kDim);
+  for (size_t t : {size_t{0}, size_t{40}, size_t{80}}) {
+    const size_t n = t == 80 ? 20 : 40;
+    steps_alone.append(TensorView::f32(&w.k[t * kDim], {n, 1, kDim}),
+                       TensorView::f32(&w.v[t * kDim], {n, 1, kDim}));
+    steps_alone.attend_observed(TensorView::f32(&w.q[t * kDim], {n, 1, kDim}), out.data());
+    steps_alone.finish_step();
+  }
+  EXPECT_FALSE(holds(steps_alone, 10));
+}
+
 TEST(AdaKv, GivesTheConcentratedHeadFewerTokensAtTheSameLayerTotal) {
   // Head 0's attention piles on a few heavy tokens, head 1's is spread evenly: Ada-KV moves
   // budget to head 1, where more tokens matter (no pooling, so that head 0's votes stay on the
