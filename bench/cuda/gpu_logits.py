@@ -1,14 +1,14 @@
 """Logits of the runtime on the GPU (`--device cuda`) against the CPU runtime's, on the project's
 models (models/vq-hd128.gguf, models/vq-hd64.gguf) and on random-weight fixture models of every
-architecture the runtime reads (FIXTURES: f16 and Q8_0 weights, grouped-query, head_dim 64 to
-256, each architecture's block features), for a prompt evaluated as one batch (prefill) and one token at a time (decode),
-with the fp16 cache; and for a batched session of BATCH sequences (the prompt rotated, so each
-differs) against the CPU's logits of each sequence alone. The CPU runtime is itself checked against the numpy
-reference on such fixtures (tests/python/test_runtime_logits.py). Error: max |gpu - cpu| /
-max |cpu| over all [n, vocab] logits. Bounds: f32 weights 2e-3 (the GPU's kernels round the query
-to fp16, 2^-11 relative, which the CPU's attention does not), f16 weights 2e-2 (weights and every
-projection's input rounded to fp16 as well). Writes gpu_logits.json and gpu_logits.md into OUT and
-exits 1 when a bound is passed.
+architecture the runtime reads (FIXTURES: f16 and Q8_0 weights, grouped-query, head_dim 64 to 256,
+each architecture's block features), for a prompt evaluated as one batch (prefill) and one token at
+a time (decode), with the fp16 cache; and for a batched session of BATCH sequences (the prompt
+rotated, so each differs) against the CPU's logits of each sequence alone. The CPU runtime is itself
+checked against the numpy reference on such fixtures (tests/python/test_runtime_logits.py). Error:
+max |gpu - cpu| / max |cpu| over all [n, vocab] logits. Bounds: f32 weights 2e-3 (the GPU's kernels
+round the query to fp16, 2^-11 relative, which the CPU's attention does not), f16 weights 2e-2
+(weights and every projection's input rounded to fp16 as well). Writes gpu_logits.json and
+gpu_logits.md into OUT and exits 1 when a bound is passed.
 
     python3 bench/cuda/gpu_logits.py --fixture-tool T --dump-tool D --out OUT"""
 import argparse
@@ -35,7 +35,8 @@ FIXTURES = [
     ("llama-f16-hd64", "llama", "f16", 256, 4, 2, 64, 384, 2, []),
     ("llama-q8_0-hd128", "llama", "q8_0", 512, 8, 2, 128, 768, 2, []),
     ("qwen2-q8_0-hd128", "qwen2", "q8_0", 256, 4, 1, 128, 512, 2, []),
-    ("qwen2-yarn-f16-hd128", "qwen2", "f16", 256, 4, 1, 128, 512, 2, ["--rope-scale", "4", "--rope-scaling", "yarn"]),
+    ("qwen2-yarn-f16-hd128", "qwen2", "f16", 256, 4, 1, 128, 512, 2,
+     ["--rope-scale", "4", "--rope-scaling", "yarn"]),
     ("qwen3-f16-hd128", "qwen3", "f16", 256, 4, 2, 128, 512, 2, []),
     ("mistral3-q8_0-hd128", "mistral3", "q8_0", 256, 4, 2, 128, 512, 2, []),
     ("phi3-f16-hd96", "phi3", "f16", 384, 4, 4, 96, 512, 2, []),
