@@ -37,7 +37,7 @@ TEST(Calibration, AnArtifactReadsBackAsWritten) {
   EXPECT_EQ(b->tokens, 300u);
   ASSERT_EQ(b->layers.size(), 3u);
   for (size_t l = 0; l < 3; ++l) EXPECT_EQ(b->layers[l].heads, a->layers[l].heads);
-  EXPECT_EQ(b->layers[1].table(1, "key.levels", 16).size(), 16u);
+  EXPECT_EQ(b->layers[1].table(1, "unrotated_key.levels", 16).size(), 16u);
 }
 
 TEST(Calibration, EveryDamagedByteIsRefused) {

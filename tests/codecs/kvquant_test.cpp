@@ -10,13 +10,16 @@
 #include "codec_test_helpers.h"
 #include "codecs/kvquant/kvquant_codec.h"
 #include "codecs/kvquant/kvquant_fit.h"
-#include "core/nuq_levels.h"
 #include "core/bitpack.h"
 #include "core/half_bytes.h"
+#include "core/nuq_levels.h"
 #include "core/rng.h"
 #include "eval/synthetic_kv.h"
+#include "expect_error.h"
 #include "test_data.h"
+#include "veloxquant/cache.h"
 #include "veloxquant/calibration.h"
+#include "veloxquant/rope.h"
 
 namespace veloxquant {
 namespace {
@@ -105,8 +108,8 @@ TEST(KvquantNuq, CalibratedLevelsBeatAUniformGridInTheCodec) {
   const std::string spec = "kvquant_nuq:bits=3,sink=false,weight=uniform";
   const Fitted f(spec);
   const LayerCalibration& cal = f.shape.calibration->layers[0];
-  const auto lo = cal.table(0, "key.lo", 128), hi = cal.table(0, "key.hi", 128);
-  const auto levels = cal.table(0, "key.levels", 8);
+  const auto lo = cal.table(0, "unrotated_key.lo", 128), hi = cal.table(0, "unrotated_key.hi", 128);
+  const auto levels = cal.table(0, "unrotated_key.levels", 8);
   auto key_error = [&](std::vector<float> l) {
     std::vector<HeadTables> t{{std::move(l), {lo.begin(), lo.end()}, {hi.begin(), hi.end()}}};
     const KvquantCodec proto(128, Axis::PerChannel, {3, 1, false}, std::move(t));
@@ -153,6 +156,55 @@ TEST(KvquantNuq, TheFirstTokenOfAStreamIsExact) {
   // The rest is quantized: not all of it comes back exactly.
   EXPECT_GT(test::sq_error(std::vector<float>(w.keys.begin() + 256, w.keys.end()),
                            std::vector<float>(k.begin() + 256, k.end())), 0.0);
+}
+
+TEST(KvquantNuq, KeysAreQuantizedBeforeRope) {
+  // The paper's order: the cache stores keys as they were before RoPE, so one key codes the same at
+  // position 1 and at position 2,999, and decodes rotated to where it sits.
+  const std::string spec = "kvquant_nuq:sink=false";
+  const LayerShape shape = with_synthetic_calibration(parse_spec(spec), LayerShape{1, 128, 0, 0}, 3);
+  RopeParams rope;
+  rope.dims = 128;
+  constexpr size_t n = 3000;
+  const SyntheticKV w = make_synthetic_kv(1, 1, 128, 1, 1, 5);
+  std::vector<float> keys(n * 128), values(n * 128);
+  std::vector<int64_t> positions(n);
+  for (size_t t = 0; t < n; ++t) {
+    std::copy_n(w.keys.data(), 128, keys.data() + t * 128);
+    std::copy_n(w.values.data(), 128, values.data() + t * 128);
+    positions[t] = static_cast<int64_t>(t);
+  }
+  KVCache cache(parse_spec(spec), shape);
+  cache.append(TensorView::f32(keys.data(), {n, 1, 128}), TensorView::f32(values.data(), {n, 1, 128}),
+               positions, rope);
+  const std::vector<uint8_t>& codes = cache.key_streams()[0].codes;
+  ASSERT_EQ(codes.size() % n, 0u);
+  const auto record = static_cast<std::ptrdiff_t>(codes.size() / n);
+  EXPECT_TRUE(std::equal(codes.begin() + record, codes.begin() + 2 * record, codes.end() - record));
+  // Decoded, each is the one unrotated reconstruction turned to its own position.
+  const std::vector<float> k = cache.decode_keys();
+  std::vector<float> early(k.begin() + 128, k.begin() + 256), late(k.end() - 128, k.end());
+  apply_rope(rope, early.data(), 1, 128, -1);
+  apply_rope(rope, late.data(), 1, 128, -static_cast<int64_t>(n - 1));
+  for (size_t c = 0; c < 128; ++c) EXPECT_NEAR(early[c], late[c], 1e-3f * (1.0f + std::fabs(early[c]))) << c;
+}
+
+TEST(KvquantNuq, AnArtifactFittedAfterRopeIsRefused) {
+  // Tables of the earlier version, fitted to rotated keys, under their old names.
+  LayerShape shape = with_synthetic_calibration(parse_spec("kvquant_nuq"), LayerShape{1, 128, 0, 0}, 3);
+  auto old = std::make_shared<CalibrationArtifact>(*shape.calibration);
+  for (LayerCalibration& layer : old->layers) {
+    for (auto& head : layer.heads) {
+      for (const char* t : {"lo", "hi", "levels"}) {
+        auto node = head.extract(std::string("unrotated_key.") + t);
+        node.key() = std::string("key.") + t;
+        head.insert(std::move(node));
+      }
+    }
+  }
+  shape.calibration = old;
+  EXPECT_CONTAINS(test::error_message<FormatError>([&] { KVCache("kvquant_nuq:artifacts=DIR", shape); }),
+                  "the calibration artifact in 'DIR' was fitted to keys after RoPE");
 }
 
 TEST(KvquantNuq, LayoutAndBytesAreTheDocumentedOnes) {

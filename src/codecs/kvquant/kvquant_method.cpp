@@ -15,6 +15,12 @@ namespace veloxquant {
 namespace {
 
 constexpr const char* kName = "kvquant_nuq";
+// The key tables describe keys before RoPE (MethodInfo::keys_before_rope): the calibrate pass
+// hands fit() unrotated keys. Artifacts of the earlier version, fitted to rotated keys, named them
+// key.lo, key.hi and key.levels, and are refused by name.
+constexpr const char* kKeyLo = "unrotated_key.lo";
+constexpr const char* kKeyHi = "unrotated_key.hi";
+constexpr const char* kKeyLevels = "unrotated_key.levels";
 
 // Sparse entries per vector of d elements: the outlier fraction, rounded, below d.
 size_t outliers_of(const Params& p, size_t d) {
@@ -52,9 +58,9 @@ LayerCalibration fit(const Params& p, const CalibrationSamples& s) {
   for (size_t h = 0; h < s.kv_heads; ++h) {
     kvquant::FittedHead f = kvquant::fit_head(s.keys.data() + h * s.head_dim, s.values.data() + h * s.head_dim,
                                               s.tokens, stride, s.head_dim, s.sequence, cfg);
-    out.heads[h]["key.lo"] = std::move(f.lo);
-    out.heads[h]["key.hi"] = std::move(f.hi);
-    out.heads[h]["key.levels"] = std::move(f.key_levels);
+    out.heads[h][kKeyLo] = std::move(f.lo);
+    out.heads[h][kKeyHi] = std::move(f.hi);
+    out.heads[h][kKeyLevels] = std::move(f.key_levels);
     out.heads[h]["value.levels"] = std::move(f.value_levels);
   }
   return out;
@@ -66,8 +72,15 @@ LayerCodecs make(const Params& p, const LayerShape& s) {
   const size_t levels = size_t{1} << cfg.bits, d = s.head_dim;
   std::vector<kvquant::HeadTables> keys(s.kv_heads), values(s.kv_heads);
   for (size_t h = 0; h < s.kv_heads; ++h) {
-    keys[h].levels = levels_from(cal, h, "key.levels", levels);
-    const std::span<const float> lo = cal.table(h, "key.lo", d), hi = cal.table(h, "key.hi", d);
+    if (h < cal.heads.size() && cal.heads[h].contains("key.lo") && !cal.heads[h].contains(kKeyLo)) {
+      throw FormatError(
+          fmt::format("{}: the calibration artifact in '{}' was fitted to keys after RoPE (an earlier "
+                      "version); the method now quantizes keys before RoPE, as the paper does: "
+                      "calibrate again",
+                      kName, p.get_text("artifacts")));
+    }
+    keys[h].levels = levels_from(cal, h, kKeyLevels, levels);
+    const std::span<const float> lo = cal.table(h, kKeyLo, d), hi = cal.table(h, kKeyHi, d);
     for (size_t c = 0; c < d; ++c) {
       if (!(lo[c] < hi[c])) {
         throw FormatError(fmt::format("{}: calibrated range of key channel {} of KV head {} is [{}, {}]; "
@@ -105,6 +118,9 @@ MethodInfo kvquant_nuq_method() {
   };
   m.make = make;
   m.fit = fit;
+  // The paper quantizes keys before RoPE: a channel pair keeps one distribution there, while after
+  // RoPE it turns with the position, past what a calibration context has seen.
+  m.keys_before_rope = true;
   return m;
 }
 
