@@ -52,10 +52,9 @@ std::string read_file(const std::filesystem::path& path) {
   return s.str();
 }
 
-Generation generate_text(const Model& model, const std::string& prompt, size_t n,
-                         SamplerOptions sampling, std::optional<uint64_t> seed,
-                         const std::optional<std::string>& kv, size_t context, bool ignore_eos,
-                         const std::string& load_session, const std::string& save_session) {
+Generation generate_text(const Model& model, const std::string& prompt, size_t n, SamplerOptions sampling,
+                         std::optional<uint64_t> seed, const std::optional<std::string>& kv, size_t context,
+                         bool ignore_eos, const std::string& load_session, const std::string& save_session) {
   sampling.seed = seed ? *seed : std::random_device{}();
   Sampler sampler(sampling);
   PromptSession p = open_prompt(model, prompt, PromptOptions{kv, context, load_session});
@@ -73,8 +72,8 @@ Generation generate_text(const Model& model, const std::string& prompt, size_t n
   return g;
 }
 
-PerplexityResult perplexity_of(const Model& model, const std::string& text, size_t context,
-                               size_t chunks, const std::string& kv, const std::string& save_kl_base,
+PerplexityResult perplexity_of(const Model& model, const std::string& text, size_t context, size_t chunks,
+                               const std::string& kv, const std::string& save_kl_base,
                                const std::string& kl_base) {
   PerplexityOptions options;
   options.context = context;
@@ -90,8 +89,9 @@ PerplexityResult perplexity_of(const Model& model, const std::string& text, size
 
 void bind_model(nb::module_& m) {
   nb::class_<Generation>(m, "Generation", "What Model.generate returns.")
-      .def_prop_ro("text", [](const Generation& g) { return utf8_text(g.text); },
-                   "the generated text (invalid UTF-8 replaced by U+FFFD)")
+      .def_prop_ro(
+          "text", [](const Generation& g) { return utf8_text(g.text); },
+          "the generated text (invalid UTF-8 replaced by U+FFFD)")
       .def_ro("tokens", &Generation::tokens, "the generated token ids")
       .def_ro("prompt_tokens", &Generation::prompt_tokens, "tokens of the prompt, BOS included")
       .def_ro("reused_tokens", &Generation::reused_tokens,
@@ -123,8 +123,12 @@ void bind_model(nb::module_& m) {
   nb::class_<Model>(m, "Model",
                     "A Llama-family GGUF model (llama, mistral, qwen2; float, legacy, K-quant and IQ4 "
                     "weights, memory-mapped) whose attention runs through a KV-cache method.")
-      .def("__init__", [](Model* self, const std::filesystem::path& path) { new (self) Model(Model::load(path.string())); },
-           nb::arg("path"), "Loads a GGUF file; raises Error naming the problem when it cannot.")
+      .def(
+          "__init__",
+          [](Model* self, const std::filesystem::path& path) {
+            new (self) Model(Model::load(path.string()));
+          },
+          nb::arg("path"), "Loads a GGUF file; raises Error naming the problem when it cannot.")
       .def_prop_ro("architecture", [](const Model& model) { return model.config().architecture; })
       .def_prop_ro("name", [](const Model& model) { return model.config().name; })
       .def_prop_ro("layers", [](const Model& model) { return model.config().layers; })
@@ -132,117 +136,125 @@ void bind_model(nb::module_& m) {
       .def_prop_ro("kv_heads", [](const Model& model) { return model.config().kv_heads; })
       .def_prop_ro("head_dim", [](const Model& model) { return model.config().head_dim; })
       .def_prop_ro("vocab", [](const Model& model) { return model.config().vocab; })
-      .def_prop_ro("context_length", [](const Model& model) { return model.config().context_length; },
-                   "the context the model was trained for")
+      .def_prop_ro(
+          "context_length", [](const Model& model) { return model.config().context_length; },
+          "the context the model was trained for")
       .def_prop_ro("parameter_count", &Model::parameter_count)
-      .def("tokenize",
-           [](const Model& model, const std::string& text, bool add_special) {
-             return model.tokenizer().encode(text, add_special);
-           },
-           nb::arg("text"), nb::arg("add_special") = true,
-           "Token ids of text; add_special adds BOS (and EOS) as the vocabulary asks.")
-      .def("detokenize",
-           [](const Model& model, const std::vector<int32_t>& tokens) {
-             return utf8_text(model.tokenizer().decode(tokens));
-           },
-           nb::arg("tokens"), "The text of token ids (invalid UTF-8 replaced by U+FFFD).")
-      .def("logits",
-           [](const Model& model, const std::vector<int32_t>& tokens, const std::string& kv, size_t context) {
-             std::vector<float> logits;
-             {
-               nb::gil_scoped_release unlocked;
-               Session session(model, SessionOptions{kv, context});
-               logits = session.eval(tokens, Logits::All);
-             }
-             const size_t vocab = model.config().vocab;
-             return float_array(std::move(logits), {tokens.size(), vocab});
-           },
-           nb::arg("tokens"), nb::kw_only(), nb::arg("kv") = "fp16", nb::arg("ctx") = 0,
-           "Logits [len(tokens), vocab] float32 of one forward pass over tokens (as one batch) "
-           "through a fresh cache of spec kv; ctx: context in tokens (0: the model's).")
-      .def("generate",
-           [](const Model& model, const std::string& prompt, size_t n, float temp, int top_k,
-              float top_p, float repeat_penalty, size_t repeat_last_n, std::optional<uint64_t> seed,
-              const std::optional<std::string>& kv, size_t context, bool ignore_eos,
-              const std::string& load_session, const std::string& save_session) {
-             nb::gil_scoped_release unlocked;
-             return generate_text(model, prompt, n,
-                                  SamplerOptions{temp, top_k, top_p, repeat_penalty, repeat_last_n, 0},
-                                  seed, kv, context, ignore_eos, load_session, save_session);
-           },
-           nb::arg("prompt"), nb::arg("n") = 128, nb::kw_only(), nb::arg("temp") = defaults.temperature,
-           nb::arg("top_k") = defaults.top_k, nb::arg("top_p") = defaults.top_p,
-           nb::arg("repeat_penalty") = defaults.repeat_penalty,
-           nb::arg("repeat_last_n") = defaults.repeat_last_n, nb::arg("seed") = nb::none(),
-           nb::arg("kv") = nb::none(), nb::arg("ctx") = 0, nb::arg("ignore_eos") = false,
-           nb::arg("load_session") = "", nb::arg("save_session") = "",
-           "Continues prompt (BOS added) by at most n tokens, as `veloxquant generate` does: "
-           "temp (0: greedy), top_k (0: all), top_p, repeat_penalty (1: off) and repeat_last_n "
-           "choose tokens; seed (None: random, reported); kv: the KV-cache spec (None: the "
-           "loaded session's, else fp16); ctx: context in tokens (0: the model's); ignore_eos: "
-           "keep going past end-of-text tokens. load_session: a session file to restore first; "
-           "the prompt must start with its tokens and only the rest is evaluated (an empty prompt "
-           "continues it as saved). save_session: where to save the session once the prompt is "
-           "evaluated (before generating).")
-      .def("eval",
-           [](const Model& model, const std::string& text, const std::vector<std::string>& kv, size_t context,
-              size_t chunks, const std::vector<size_t>& retrieval, const std::vector<double>& depths,
-              size_t needle, size_t trials, uint64_t seed, size_t decode_tokens, bool observe,
-              std::optional<double> recommend, double max_kl, double recall_tolerance, bool progress) {
-             EvalOptions o;
-             o.kv = kv;
-             o.context = context;
-             o.chunks = chunks;
-             o.retrieval = retrieval;
-             o.depths = depths;
-             o.needle_tokens = needle;
-             o.trials = trials;
-             o.seed = seed;
-             o.decode_tokens = decode_tokens;
-             o.observe = observe;
-             std::optional<Guardrail> guardrail;
-             if (recommend) guardrail = Guardrail{*recommend, max_kl, recall_tolerance};
-             std::string json;
-             {
-               nb::gil_scoped_release unlocked;
-               json = evaluate_methods_json(model, text, o, guardrail, [progress](const std::string& line) {
-                 if (progress) std::fprintf(stderr, "%s\n", line.c_str());
-               });
-             }
-             return nb::module_::import_("json").attr("loads")(json);
-           },
-           nb::arg("text"), nb::kw_only(), nb::arg("kv") = std::vector<std::string>{"all"}, nb::arg("ctx") = 0,
-           nb::arg("chunks") = 8, nb::arg("retrieval") = std::vector<size_t>{},
-           nb::arg("depths") = std::vector<double>{0.1, 0.5, 0.9}, nb::arg("needle") = 32,
-           nb::arg("trials") = 2, nb::arg("seed") = 1, nb::arg("decode_tokens") = 64,
-           nb::arg("observe") = false, nb::arg("recommend") = nb::none(), nb::arg("max_kl") = 0.05,
-           nb::arg("recall_tolerance") = 0.02, nb::arg("progress") = false,
-           "What `veloxquant eval` measures, as the dict it writes to results.json: for fp16 and each "
-           "spec of kv (['all']: every registered method), exact key and value bytes, perplexity of "
-           "text with KL and top-1 agreement against fp16, needle retrieval at the retrieval lengths "
-           "(default ctx/2 and ctx) and depths, prefill and decode speed, peak memory, and with "
-           "observe=True per layer and KV head observations. recommend=MAXDELTA adds the smallest "
-           "cache within MAXDELTA percent perplexity, max_kl and recall_tolerance of fp16. "
-           "progress=True prints a line per stage to stderr.")
-      .def("perplexity",
-           [](const Model& model, const std::string& text, size_t context, size_t chunks,
-              const std::string& kv, const std::string& save_kl_base, const std::string& kl_base) {
-             return perplexity_of(model, text, context, chunks, kv, save_kl_base, kl_base);
-           },
-           nb::arg("text"), nb::kw_only(), nb::arg("ctx") = 512, nb::arg("chunks") = 0,
-           nb::arg("kv") = "fp16", nb::arg("save_kl_base") = "", nb::arg("kl_base") = "",
-           "Perplexity of text as `veloxquant perplexity` (and llama.cpp) computes it: chunks of "
-           "ctx tokens, BOS first, the second half of each scored; chunks: how many (0: all the "
-           "text holds); kv: the KV-cache spec; save_kl_base: write the log-probabilities to this "
-           "file; kl_base: report KL divergence and top-1 agreement against such a file.")
-      .def("perplexity",
-           [](const Model& model, const std::filesystem::path& file, size_t context, size_t chunks,
-              const std::string& kv, const std::string& save_kl_base, const std::string& kl_base) {
-             return perplexity_of(model, read_file(file), context, chunks, kv, save_kl_base, kl_base);
-           },
-           nb::arg("file"), nb::kw_only(), nb::arg("ctx") = 512, nb::arg("chunks") = 0,
-           nb::arg("kv") = "fp16", nb::arg("save_kl_base") = "", nb::arg("kl_base") = "",
-           "The same, for the text of a file (a pathlib.Path), like the CLI's -f.");
+      .def(
+          "tokenize",
+          [](const Model& model, const std::string& text, bool add_special) {
+            return model.tokenizer().encode(text, add_special);
+          },
+          nb::arg("text"), nb::arg("add_special") = true,
+          "Token ids of text; add_special adds BOS (and EOS) as the vocabulary asks.")
+      .def(
+          "detokenize",
+          [](const Model& model, const std::vector<int32_t>& tokens) {
+            return utf8_text(model.tokenizer().decode(tokens));
+          },
+          nb::arg("tokens"), "The text of token ids (invalid UTF-8 replaced by U+FFFD).")
+      .def(
+          "logits",
+          [](const Model& model, const std::vector<int32_t>& tokens, const std::string& kv, size_t context) {
+            std::vector<float> logits;
+            {
+              nb::gil_scoped_release unlocked;
+              Session session(model, SessionOptions{kv, context});
+              logits = session.eval(tokens, Logits::All);
+            }
+            const size_t vocab = model.config().vocab;
+            return float_array(std::move(logits), {tokens.size(), vocab});
+          },
+          nb::arg("tokens"), nb::kw_only(), nb::arg("kv") = "fp16", nb::arg("ctx") = 0,
+          "Logits [len(tokens), vocab] float32 of one forward pass over tokens (as one batch) "
+          "through a fresh cache of spec kv; ctx: context in tokens (0: the model's).")
+      .def(
+          "generate",
+          [](const Model& model, const std::string& prompt, size_t n, float temp, int top_k, float top_p,
+             float repeat_penalty, size_t repeat_last_n, std::optional<uint64_t> seed,
+             const std::optional<std::string>& kv, size_t context, bool ignore_eos,
+             const std::string& load_session, const std::string& save_session) {
+            nb::gil_scoped_release unlocked;
+            return generate_text(model, prompt, n,
+                                 SamplerOptions{temp, top_k, top_p, repeat_penalty, repeat_last_n, 0}, seed,
+                                 kv, context, ignore_eos, load_session, save_session);
+          },
+          nb::arg("prompt"), nb::arg("n") = 128, nb::kw_only(), nb::arg("temp") = defaults.temperature,
+          nb::arg("top_k") = defaults.top_k, nb::arg("top_p") = defaults.top_p,
+          nb::arg("repeat_penalty") = defaults.repeat_penalty,
+          nb::arg("repeat_last_n") = defaults.repeat_last_n, nb::arg("seed") = nb::none(),
+          nb::arg("kv") = nb::none(), nb::arg("ctx") = 0, nb::arg("ignore_eos") = false,
+          nb::arg("load_session") = "", nb::arg("save_session") = "",
+          "Continues prompt (BOS added) by at most n tokens, as `veloxquant generate` does: "
+          "temp (0: greedy), top_k (0: all), top_p, repeat_penalty (1: off) and repeat_last_n "
+          "choose tokens; seed (None: random, reported); kv: the KV-cache spec (None: the "
+          "loaded session's, else fp16); ctx: context in tokens (0: the model's); ignore_eos: "
+          "keep going past end-of-text tokens. load_session: a session file to restore first; "
+          "the prompt must start with its tokens and only the rest is evaluated (an empty prompt "
+          "continues it as saved). save_session: where to save the session once the prompt is "
+          "evaluated (before generating).")
+      .def(
+          "eval",
+          [](const Model& model, const std::string& text, const std::vector<std::string>& kv, size_t context,
+             size_t chunks, const std::vector<size_t>& retrieval, const std::vector<double>& depths,
+             size_t needle, size_t trials, uint64_t seed, size_t decode_tokens, bool observe,
+             std::optional<double> recommend, double max_kl, double recall_tolerance, bool progress) {
+            EvalOptions o;
+            o.kv = kv;
+            o.context = context;
+            o.chunks = chunks;
+            o.retrieval = retrieval;
+            o.depths = depths;
+            o.needle_tokens = needle;
+            o.trials = trials;
+            o.seed = seed;
+            o.decode_tokens = decode_tokens;
+            o.observe = observe;
+            std::optional<Guardrail> guardrail;
+            if (recommend) guardrail = Guardrail{*recommend, max_kl, recall_tolerance};
+            std::string json;
+            {
+              nb::gil_scoped_release unlocked;
+              json = evaluate_methods_json(model, text, o, guardrail, [progress](const std::string& line) {
+                if (progress) std::fprintf(stderr, "%s\n", line.c_str());
+              });
+            }
+            return nb::module_::import_("json").attr("loads")(json);
+          },
+          nb::arg("text"), nb::kw_only(), nb::arg("kv") = std::vector<std::string>{"all"}, nb::arg("ctx") = 0,
+          nb::arg("chunks") = 8, nb::arg("retrieval") = std::vector<size_t>{},
+          nb::arg("depths") = std::vector<double>{0.1, 0.5, 0.9}, nb::arg("needle") = 32,
+          nb::arg("trials") = 2, nb::arg("seed") = 1, nb::arg("decode_tokens") = 64,
+          nb::arg("observe") = false, nb::arg("recommend") = nb::none(), nb::arg("max_kl") = 0.05,
+          nb::arg("recall_tolerance") = 0.02, nb::arg("progress") = false,
+          "What `veloxquant eval` measures, as the dict it writes to results.json: for fp16 and each "
+          "spec of kv (['all']: every registered method), exact key and value bytes, perplexity of "
+          "text with KL and top-1 agreement against fp16, needle retrieval at the retrieval lengths "
+          "(default ctx/2 and ctx) and depths, prefill and decode speed, peak memory, and with "
+          "observe=True per layer and KV head observations. recommend=MAXDELTA adds the smallest "
+          "cache within MAXDELTA percent perplexity, max_kl and recall_tolerance of fp16. "
+          "progress=True prints a line per stage to stderr.")
+      .def(
+          "perplexity",
+          [](const Model& model, const std::string& text, size_t context, size_t chunks,
+             const std::string& kv, const std::string& save_kl_base, const std::string& kl_base) {
+            return perplexity_of(model, text, context, chunks, kv, save_kl_base, kl_base);
+          },
+          nb::arg("text"), nb::kw_only(), nb::arg("ctx") = 512, nb::arg("chunks") = 0, nb::arg("kv") = "fp16",
+          nb::arg("save_kl_base") = "", nb::arg("kl_base") = "",
+          "Perplexity of text as `veloxquant perplexity` (and llama.cpp) computes it: chunks of "
+          "ctx tokens, BOS first, the second half of each scored; chunks: how many (0: all the "
+          "text holds); kv: the KV-cache spec; save_kl_base: write the log-probabilities to this "
+          "file; kl_base: report KL divergence and top-1 agreement against such a file.")
+      .def(
+          "perplexity",
+          [](const Model& model, const std::filesystem::path& file, size_t context, size_t chunks,
+             const std::string& kv, const std::string& save_kl_base, const std::string& kl_base) {
+            return perplexity_of(model, read_file(file), context, chunks, kv, save_kl_base, kl_base);
+          },
+          nb::arg("file"), nb::kw_only(), nb::arg("ctx") = 512, nb::arg("chunks") = 0, nb::arg("kv") = "fp16",
+          nb::arg("save_kl_base") = "", nb::arg("kl_base") = "",
+          "The same, for the text of a file (a pathlib.Path), like the CLI's -f.");
 }
 
 }  // namespace veloxquant::python
