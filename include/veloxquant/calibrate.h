@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "veloxquant/calibration.h"
@@ -28,5 +29,17 @@ CalibrationArtifact calibrate(const Model& model, std::string_view text, const S
 // id is out of the vocabulary's range.
 CalibrationArtifact calibrate(const Model& model, std::span<const int32_t> tokens, const Spec& spec,
                               const CalibrateOptions& options = {});
+
+// What calibrate_into() wrote: the artifact, its file and the spec that loads it.
+struct SavedCalibration {
+  CalibrationArtifact artifact;
+  std::string path;  // DIR/METHOD.vqcal
+  std::string spec;  // `spec` with artifacts=DIR, for --kv or SessionOptions::kv_spec
+};
+// calibrate() over `text`, then save_calibration() into `dir`: what `veloxquant calibrate` and the
+// Python package's Model.calibrate do. Throws Error when `spec` names artifacts= already (the
+// directory written is `dir`).
+SavedCalibration calibrate_into(const Model& model, std::string_view text, const Spec& spec,
+                                const std::string& dir, const CalibrateOptions& options = {});
 
 }  // namespace veloxquant

@@ -17,6 +17,7 @@
 
 #include "arrays.h"
 #include "bindings.h"
+#include "veloxquant/calibrate.h"
 #include "veloxquant/error.h"
 #include "veloxquant/eval.h"
 #include "veloxquant/generate.h"
@@ -50,6 +51,25 @@ std::string read_file(const std::filesystem::path& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// Model.calibrate: calibrate_into() without the GIL, then what it wrote as a dict.
+nb::dict calibrate_text(const Model& model, const std::string& text, const std::string& kv,
+                        const std::string& out, size_t context, size_t max_tokens) {
+  const Spec spec = parse_spec(kv);
+  std::optional<SavedCalibration> saved;
+  {
+    nb::gil_scoped_release unlocked;
+    saved = calibrate_into(model, text, spec, out, CalibrateOptions{context, max_tokens});
+  }
+  nb::dict d;
+  d["spec"] = saved->spec;
+  d["path"] = saved->path;
+  d["tokens"] = saved->artifact.tokens;
+  d["layers"] = saved->artifact.layers.size();
+  d["kv_heads"] = saved->artifact.kv_heads;
+  d["head_dim"] = saved->artifact.head_dim;
+  return d;
 }
 
 Generation generate_text(const Model& model, const std::string& prompt, size_t n, SamplerOptions sampling,
@@ -254,6 +274,23 @@ void bind_model(nb::module_& m) {
           },
           nb::arg("file"), nb::kw_only(), nb::arg("ctx") = 512, nb::arg("chunks") = 0, nb::arg("kv") = "fp16",
           nb::arg("save_kl_base") = "", nb::arg("kl_base") = "",
+          "The same, for the text of a file (a pathlib.Path), like the CLI's -f.")
+      .def("calibrate", &calibrate_text, nb::arg("text"), nb::kw_only(), nb::arg("kv"), nb::arg("out"),
+           nb::arg("ctx") = 512, nb::arg("max_tokens") = 16384,
+           "What `veloxquant calibrate` does: runs the model over text in chunks of ctx tokens (at most "
+           "max_tokens; 0: all), fits the calibrated method of the spec kv (kvquant_nuq, spectral, "
+           "vecinfer, comm_vq, ratequant) to the keys and values its layers receive, and saves the "
+           "artifact into the directory out. Returns a dict: spec (kv with artifacts=out, ready for "
+           "kv= of generate, perplexity and eval), path, tokens, layers, kv_heads, head_dim. Raises "
+           "SpecError for a method that is not calibrated, Error for a text shorter than one chunk.")
+      .def(
+          "calibrate",
+          [](const Model& model, const std::filesystem::path& file, const std::string& kv,
+             const std::string& out, size_t context, size_t max_tokens) {
+            return calibrate_text(model, read_file(file), kv, out, context, max_tokens);
+          },
+          nb::arg("file"), nb::kw_only(), nb::arg("kv"), nb::arg("out"), nb::arg("ctx") = 512,
+          nb::arg("max_tokens") = 16384,
           "The same, for the text of a file (a pathlib.Path), like the CLI's -f.");
 }
 

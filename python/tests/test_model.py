@@ -75,6 +75,29 @@ def test_perplexity_of_a_file_and_against_a_baseline(model, text_file, tmp_path)
     assert kivi.kv_bytes < fp16.kv_bytes == fp16.kv_fp16_bytes
 
 
+def test_calibrate_writes_what_the_cli_writes(model, model_path, text_file, cli_path, tmp_path):
+    text = text_file.read_text(encoding="utf-8")
+    cal = model.calibrate(text, kv="kvquant_nuq:bits=4", out=str(tmp_path / "py"), ctx=128, max_tokens=1024)
+    fitted = "kvquant_nuq:bits=4,outliers=0.01,sink=true,weight=activation"
+    assert cal["spec"] == f"{fitted},artifacts={tmp_path / 'py'}"
+    assert cal["path"] == str(tmp_path / "py" / "kvquant_nuq.vqcal")
+    assert (cal["tokens"], cal["layers"], cal["kv_heads"], cal["head_dim"]) == (1024, 8, 1, 128)
+    # The same fit as the CLI's, byte for byte, and a spec that perplexity loads.
+    subprocess.run([cli_path, "calibrate", "-m", str(model_path), "-f", str(text_file),
+                    "--kv", "kvquant_nuq:bits=4", "-o", str(tmp_path / "cli"), "-c", "128",
+                    "--max-tokens", "1024", "-t", "1"], check=True, capture_output=True)
+    assert (tmp_path / "cli" / "kvquant_nuq.vqcal").read_bytes() == Path(cal["path"]).read_bytes()
+    from_file = model.calibrate(Path(text_file), kv="kvquant_nuq:bits=4", out=str(tmp_path / "file"), ctx=128,
+                                max_tokens=1024)
+    assert Path(from_file["path"]).read_bytes() == Path(cal["path"]).read_bytes()
+    result = model.perplexity(Path(text_file), ctx=128, chunks=2, kv=cal["spec"])
+    assert result.perplexity > 1 and result.kv_bytes < result.kv_fp16_bytes
+    with pytest.raises(vq.SpecError, match="kivi"):
+        model.calibrate(Path(text_file), kv="kivi", out=str(tmp_path / "kivi"))
+    with pytest.raises(vq.Error, match="expected a spec without artifacts="):
+        model.calibrate(Path(text_file), kv=cal["spec"], out=str(tmp_path / "again"))
+
+
 def test_errors_carry_the_librarys_message(model, tmp_path):
     missing = tmp_path / "missing.gguf"
     with pytest.raises(vq.Error, match="missing.gguf"):

@@ -50,7 +50,7 @@ TEST(CliCalibrate, ErrorsAreOneLine) {
   const std::string text = VELOXQUANT_SHARED_DIR "/corpus/wikitext-2-raw/wiki.test.raw";
   expect_one_line_error("calibrate -m '" + kModel + "' -f '" + text + "' --kv kivi -o x", "kivi has nothing to calibrate");
   expect_one_line_error("calibrate -m '" + kModel + "' -f '" + text + "' --kv kvquant_nuq:artifacts=y -o x",
-                        "expected --kv without artifacts=");
+                        "expected a spec without artifacts=");
   expect_one_line_error("generate -m '" + kModel + "' -p 'Once' -n 1 --kv kvquant_nuq", "needs calibration");
 }
 

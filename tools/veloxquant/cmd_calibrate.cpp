@@ -23,15 +23,10 @@ struct CalibrateArgs {
 void run(const CalibrateArgs& a) {
   set_threads(a.threads);
   const Spec spec = parse_spec(a.kv);
-  // A spec naming artifacts already would be read, not written: say which directory is meant.
-  if (spec.method->calibrated() && !spec.params.get_text("artifacts").empty()) {
-    throw Error(fmt::format("calibrate writes the artifacts to -o DIR; expected --kv without "
-                            "artifacts=, got '{}'", a.kv));
-  }
   const Model model = Model::load(a.model);
   const auto start = std::chrono::steady_clock::now();
-  const CalibrationArtifact artifact = calibrate(model, read_text(a.file), spec, a.options);
-  save_calibration(artifact, a.out);
+  const SavedCalibration saved = calibrate_into(model, read_text(a.file), spec, a.out, a.options);
+  const CalibrationArtifact& artifact = saved.artifact;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   fmt::print("calibrated {} on {} tokens of {} ({} layers x {} KV heads x {}) in {:.1f} s\n",
              artifact.spec, grouped(artifact.tokens), a.file, artifact.layers.size(), artifact.kv_heads,
@@ -41,10 +36,7 @@ void run(const CalibrateArgs& a) {
     shape.calibration = std::make_shared<const CalibrationArtifact>(artifact);
     fmt::print("{}\n", spec.method->describe_calibration(spec.params, shape));
   }
-  Spec with_artifacts = spec;  // artifacts= is the calibrated method's: before a wrapper's inner quantizer
-  with_artifacts.params.strings["artifacts"] = a.out;
-  fmt::print("saved {}; use it with --kv {}\n", calibration_path(a.out, spec.method->name),
-             with_artifacts.to_string());
+  fmt::print("saved {}; use it with --kv {}\n", saved.path, saved.spec);
 }
 
 }  // namespace

@@ -113,4 +113,20 @@ std::shared_ptr<const CalibrationArtifact> calibrate_on_samples(const Spec& spec
   return a;
 }
 
+SavedCalibration calibrate_into(const Model& model, std::string_view text, const Spec& spec,
+                                const std::string& dir, const CalibrateOptions& options) {
+  // A spec naming artifacts already would be read, not written: say which directory is meant.
+  if (spec.method->calibrated() && !spec.params.get_text("artifacts").empty()) {
+    throw Error(fmt::format("calibrate writes the artifacts to the output directory '{}'; expected a spec "
+                            "without artifacts=, got '{}'",
+                            dir, spec.to_string()));
+  }
+  SavedCalibration saved{calibrate(model, text, spec, options), calibration_path(dir, spec.method->name), {}};
+  save_calibration(saved.artifact, dir);
+  Spec with_artifacts = spec;  // artifacts= is the calibrated method's: before a wrapper's inner quantizer
+  with_artifacts.params.strings["artifacts"] = dir;
+  saved.spec = with_artifacts.to_string();
+  return saved;
+}
+
 }  // namespace veloxquant
