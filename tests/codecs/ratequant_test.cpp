@@ -231,6 +231,51 @@ TEST(RateQuant, RefusesInnerQuantizersWithoutOneWidthPerHead) {
   EXPECT_CONTAINS(refused("ratequant:avg=9"), "avg");
 }
 
+TEST(RateQuant, ExplicitWidthsPerLayerOrPerHeadNeedNoCalibration) {
+  // bits= instead of an allocation: each head stores what the quantizer stores at its width alone.
+  const size_t n = 200, d = 64, heads = 2;
+  const SyntheticKV w = make_synthetic_kv(n, heads, d, 1, 1, 7);
+  const auto stored = [&](const std::string& spec, int layer) {
+    std::vector<KVCache> caches = make_layer_caches(parse_spec(spec), LayerShape{heads, d, 0, 3}, 3);
+    KVCache& c = caches[static_cast<size_t>(layer)];
+    c.append(TensorView::f32(w.keys.data(), {n, heads, d}), TensorView::f32(w.values.data(), {n, heads, d}));
+    return std::vector<size_t>{c.key_streams()[0].codes.size(), c.key_streams()[1].codes.size(),
+                               c.value_streams()[0].codes.size(), c.value_streams()[1].codes.size()};
+  };
+  const auto alone = [&](int a, int b) {
+    const std::vector<size_t> x = stored("kivi:kbits=" + std::to_string(a) + ",vbits=" + std::to_string(a),
+                                         0);
+    const std::vector<size_t> y = stored("kivi:kbits=" + std::to_string(b) + ",vbits=" + std::to_string(b),
+                                         0);
+    return std::vector<size_t>{x[0], y[1], x[2], y[3]};
+  };
+  EXPECT_EQ(stored("ratequant:bits=2/4/8+kivi", 1), alone(4, 4));  // one width per layer
+  EXPECT_EQ(stored("ratequant:bits=2/4/8+kivi", 2), alone(8, 8));
+  EXPECT_EQ(stored("ratequant:bits=2/8/4/2/8/4+kivi", 1), alone(4, 2));  // one per KV head, layer-major
+  EXPECT_EQ(stored("ratequant:bits=2/8/4/2/8/4+kivi", 2), alone(8, 4));
+  const auto refusal = [&](const std::string& spec) {
+    return test::error_message<SpecError>([&] {
+      make_layer_caches(parse_spec(spec), LayerShape{heads, d, 0, 3}, 3);
+    });
+  };
+  EXPECT_CONTAINS(
+      refusal("ratequant:bits=2/4+kivi"),
+      "bits= names 2 widths for 3 layers of 2 KV heads; expected 3 (one per layer) or 6 (one per KV head");
+  EXPECT_CONTAINS(refusal("ratequant:bits=2/9/4+kivi"),
+                  "bits entry 2 is '9'; expected a whole width in 2..8");
+  EXPECT_CONTAINS(refusal("ratequant:bits=2/3/4+kivi"),
+                  "kivi: vbits=3 is not supported");  // the quantizer's own
+  EXPECT_CONTAINS(refusal("ratequant:bits=2//3+kivi"), "bits entry 2 is ''");
+  EXPECT_CONTAINS(refusal("ratequant:bits=2/x/3+kivi"), "bits entry 2 is 'x'");
+  // Widths named need no calibration, and calibrating them is refused.
+  const SyntheticKV cal = make_synthetic_kv(512, heads, d, 1, 1, 8);
+  EXPECT_CONTAINS(test::error_message<SpecError>([&] {
+                    calibrate_on_samples(parse_spec("ratequant:bits=2/4/8+kivi"),
+                                         {cal.keys, cal.values, 512, heads, d, 0}, 3);
+                  }),
+                  "bits=2/4/8 names the widths, which need no calibration");
+}
+
 TEST(RateQuant, RefusesMissingOrMismatchedCalibration) {
   const LayerShape bare{4, 64, 0, 0, 2};
   EXPECT_CONTAINS(test::error_message<Error>([&] { KVCache("ratequant:avg=3+turboquant_mse", bare); }),

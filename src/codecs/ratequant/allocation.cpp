@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 
+#include "codecs/ratequant/inner.h"
 #include "codecs/ratequant/water_filling.h"
 #include "veloxquant/calibration.h"
 #include "veloxquant/error.h"
@@ -45,6 +48,48 @@ std::vector<int> measured_levels(const CalibrationArtifact& a, size_t heads) {
 }
 
 }  // namespace
+
+std::vector<std::vector<int>> explicit_bits(const Params& p, const Spec& inner, const LayerShape& shape) {
+  const std::string& text = p.get_text("bits");
+  if (text.empty()) return {};
+  const auto [lo, hi] = bit_width_range(inner);
+  std::vector<int> widths;
+  for (size_t at = 0; at <= text.size();) {
+    const size_t end = std::min(text.find('/', at), text.size());
+    const std::string entry = text.substr(at, end - at);
+    const bool digits = !entry.empty() && entry.size() <= 2 &&
+                        std::all_of(entry.begin(), entry.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const int b = digits ? std::stoi(entry) : -1;
+    if (b < lo || b > hi) {
+      throw SpecError(
+          fmt::format("ratequant: bits entry {} is '{}'; expected a whole width in {}..{} (what {} "
+                      "accepts), entries separated by '/'",
+                      widths.size() + 1, entry, lo, hi, inner.method->name));
+    }
+    widths.push_back(b);
+    at = end + 1;
+  }
+  const size_t layers = static_cast<size_t>(std::max(shape.layers, 1)), heads = shape.kv_heads;
+  if (widths.size() != layers && widths.size() != layers * heads) {
+    const std::string per_head = heads > 1
+                                     ? fmt::format(" or {} (one per KV head, layer by layer)", layers * heads)
+                                     : std::string();
+    throw SpecError(
+        fmt::format("ratequant: bits= names {} widths for {} layers of {} KV heads; expected {} (one "
+                    "per layer){}",
+                    widths.size(), layers, heads, layers, per_head));
+  }
+  std::vector<std::vector<int>> out(layers, std::vector<int>(heads));
+  for (size_t l = 0; l < layers; ++l)
+    for (size_t h = 0; h < heads; ++h)
+      out[l][h] = widths.size() == layers ? widths[l] : widths[l * heads + h];
+  return out;
+}
+
+std::vector<std::vector<int>> model_bits(const Params& p, const Spec& inner, const LayerShape& shape) {
+  std::vector<std::vector<int>> bits = explicit_bits(p, inner, shape);
+  return bits.empty() ? allocate_model(p, shape) : bits;
+}
 
 std::vector<std::vector<int>> allocate_model(const Params& p, const LayerShape& shape) {
   layer_calibration("ratequant", p, shape);  // the artifact is ratequant's, for this spec and shape

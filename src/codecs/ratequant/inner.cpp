@@ -57,16 +57,21 @@ LayerCodecs make_at_bits(const Spec& inner, int bits, LayerShape shape) {
   return inner.method->make(p, shape);
 }
 
-std::vector<int> accepted_bits(const Spec& inner, const LayerShape& shape) {
+std::pair<int, int> bit_width_range(const Spec& inner) {
   double lo = 0, hi = 64;
   for (const ParamDef& def : inner.method->params) {
     if (!is_bit_width(def)) continue;
     lo = std::max(lo, def.min);
     hi = std::min(hi, def.max);
   }
+  return {static_cast<int>(lo), static_cast<int>(hi)};
+}
+
+std::vector<int> accepted_bits(const Spec& inner, const LayerShape& shape) {
+  const auto [lo, hi] = bit_width_range(inner);
   std::vector<int> bits;
   std::string refused;
-  for (int b = static_cast<int>(lo); b <= static_cast<int>(hi); ++b) {
+  for (int b = lo; b <= hi; ++b) {
     try {
       make_at_bits(inner, b, shape);
       bits.push_back(b);

@@ -2,6 +2,7 @@
 // for a layer, and its codecs at a given width.
 #pragma once
 
+#include <utility>
 #include <vector>
 
 #include "veloxquant/method.h"
@@ -13,6 +14,9 @@ namespace veloxquant::ratequant {
 // store tokens by their attention (those keep one codec per layer). The error lists the quantizers
 // that can be.
 void check_inner(const Spec& inner);
+
+// The range every bit-width parameter of `inner` allows, [lo, hi] (within 0..64).
+std::pair<int, int> bit_width_range(const Spec& inner);
 
 // The bit widths `inner` accepts for a layer of `shape`, ascending: every width within the range
 // all its bit-width parameters allow for which its make() succeeds with all of them set to it.

@@ -25,6 +25,11 @@ constexpr size_t kSequenceTokens = 512;
 // ("distortion"), and those widths ("bits"), which make() allocates among without building the
 // quantizer at every width again.
 LayerCalibration fit(const Params& p, const CalibrationSamples& s) {
+  if (!p.get_text("bits").empty()) {
+    throw SpecError(fmt::format("{}: bits={} names the widths, which need no calibration; calibrate without "
+                                "bits= to have them allocated",
+                                kName, p.get_text("bits")));
+  }
   const Spec inner = parse_spec(p.get_text("inner"));
   const LayerShape shape{1, s.head_dim, 0, 0};
   const std::vector<int> levels = ratequant::accepted_bits(inner, shape);
@@ -47,7 +52,7 @@ LayerCalibration fit(const Params& p, const CalibrationSamples& s) {
 
 LayerCodecs make(const Params& p, const LayerShape& s) {
   const Spec inner = parse_spec(p.get_text("inner"));
-  const std::vector<int> bits = ratequant::allocate_model(p, s).at(static_cast<size_t>(s.layer));
+  const std::vector<int> bits = ratequant::model_bits(p, inner, s).at(static_cast<size_t>(s.layer));
   std::map<int, LayerCodecs> at;  // one set of codecs per width this layer uses
   for (int b : bits)
     if (!at.contains(b)) at.emplace(b, ratequant::make_at_bits(inner, b, s));
@@ -105,6 +110,9 @@ MethodInfo ratequant_method() {
       ParamDef::choice("per", {"head", "layer"}, "head", "allocation unit: each KV head, or each layer"),
       ParamDef::integer("sequences", 8, 1, 256,
                         "calibration sequences the distortion is measured on, per layer"),
+      ParamDef::text("bits",
+                     "widths instead of the calibrated allocation, '/' between them: one per layer, or "
+                     "one per KV head layer by layer (no calibration needed; avg, per and sequences unused)"),
       artifacts_param(true),
   };
   m.make = make;
