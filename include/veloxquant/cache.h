@@ -105,6 +105,12 @@ class KVCache {
   size_t bytes() const { return key_bytes() + value_bytes(); }
   // What an fp16 cache would store for every token appended.
   size_t fp16_bytes() const;
+  // What the cache's buffers take from the allocator now (their capacity: codes, fp16 rows,
+  // sinks, per-stream states, eviction scores, saliency sums), and the most they have taken since
+  // the cache was made: what a cache costs in memory, beyond the bytes() it stores. A layer of a
+  // cross-layer pair counts its own buffers, not the codes its pair shares.
+  size_t held_bytes() const;
+  size_t peak_held_bytes() const;
 
   // Reconstruction of everything stored, [stored, kv_heads, head_dim] f32. Throws Error when the
   // heads hold different numbers of tokens.

@@ -157,6 +157,11 @@ class Session {
   // stored types to SessionOptions::gpu_weights; 0 on the CPU, which uses them as stored.
   size_t device_weight_bytes() const;
   size_t kv_fp16_bytes() const;
+  // What all layers' caches take from the allocator now, and the sum of each layer's most since
+  // the last reset (KVCache::held_bytes, peak_held_bytes): the memory behind kv_bytes(). 0 on
+  // Device::Cuda, whose caches reserve the whole context on the GPU when the session is made.
+  size_t kv_held_bytes() const;
+  size_t kv_peak_held_bytes() const;
   // Forgets every token (the caches start empty again), the attached observer's too.
   void reset();
   // Reports every layer's forward step to `observer` (not owned; null detaches it). Throws Error

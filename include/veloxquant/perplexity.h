@@ -40,6 +40,9 @@ struct PerplexityResult {
   size_t key_bytes = 0;
   size_t value_bytes = 0;
   size_t kv_fp16_bytes = 0;
+  // The most the caches took from the allocator during a chunk (Session::kv_peak_held_bytes),
+  // over the chunks; 0 on the GPU.
+  size_t kv_peak_held_bytes = 0;
   // Against kl_base: mean KL(base || this) per scored token (nats), its standard error, and
   // how often both agree on the most likely token.
   bool compared = false;

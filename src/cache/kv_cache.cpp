@@ -248,6 +248,19 @@ void KVCache::Impl::note_attention(const std::vector<std::vector<float>>& mass, 
   }
 }
 
+size_t KVCache::Impl::held_bytes() const {
+  const auto bytes = [](const auto& v) { return v.capacity() * sizeof(v[0]); };
+  size_t n = 0;
+  for (const std::vector<CacheStream>* streams : {&keys, &values})
+    for (const CacheStream& s : *streams) n += bytes(s.state) + bytes(s.codes) + bytes(s.tail);
+  for (const TokenScores& s : scores) n += bytes(s.score) + bytes(s.position);
+  for (const auto* rows : {&sink_keys, &sink_values})
+    for (const auto& r : *rows) n += bytes(r);
+  for (const auto* rows : {&attention, &attention_rows})
+    for (const auto& r : *rows) n += bytes(r);
+  return n;
+}
+
 size_t KVCache::Impl::observed_queries(size_t nq) const {
   return policy ? policy->observed_queries(nq, prompt_step) : salient ? nq : 0;
 }
@@ -434,6 +447,7 @@ void KVCache::append_checked(const TensorView& k, const TensorView& v,
     m.pending += n;
   }
   m.tokens += n;
+  m.note_held();
 }
 
 void KVCache::attend(const TensorView& q, float* out, AttendPath path) const {
@@ -513,11 +527,14 @@ void KVCache::attend_into(const TensorView& q, float* out, AttendPath path,
 void KVCache::evict() { impl_->evict(); }
 void KVCache::finish_step() {
   if (impl_->held) impl_->encode_all_aged();
+  impl_->note_held();  // encoded blocks beside the tail rows they came from, before any eviction
   impl_->evict();
   impl_->drop_outside_window();
   impl_->prompt_step = {};
 }
 void KVCache::continue_prompt(size_t rest) { impl_->prompt_step = {true, rest}; }
+size_t KVCache::held_bytes() const { return impl_->held_bytes(); }
+size_t KVCache::peak_held_bytes() const { return std::max(impl_->held_peak, impl_->held_bytes()); }
 bool KVCache::evicts() const { return impl_->policy != nullptr; }
 bool KVCache::cross_layer() const { return impl_->cross != nullptr; }
 bool KVCache::wants_layer_importance() const {

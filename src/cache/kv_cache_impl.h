@@ -2,6 +2,7 @@
 // (eviction.cpp) share.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -42,6 +43,10 @@ struct KVCache::Impl {
   int64_t last_position = -1;
   size_t pending = 0;      // tokens appended since the last evict()
   PromptStep prompt_step;  // the current step's place in a prompt cut into steps (continue_prompt)
+  size_t held_peak = 0;    // the most held_bytes() has been (note_held)
+  size_t held_bytes() const;
+  // Raises held_peak to what the buffers hold now: after every append, encode and eviction.
+  void note_held() { held_peak = std::max(held_peak, held_bytes()); }
   size_t min_budget = 0;   // what the policy always keeps: a smaller budget could not be met
 
   // The codec head h's stream is stored with before any per-stream fit: its own under mixed

@@ -96,6 +96,7 @@ std::string results_json(const EvalSetup& s, const std::vector<MethodEval>& rows
                             {"retrieval", cells},
                             {"prefill_tokens_per_s", r.prefill_tokens_per_s},
                             {"decode_tokens_per_s", r.decode_tokens_per_s},
+                            {"kv_peak_held_bytes", r.kv_peak_held_bytes},
                             {"peak_rss_mib", r.peak_rss_mib},
                             {"seconds", r.seconds},
                             {"pareto", static_cast<bool>(front[i])}});
@@ -117,22 +118,24 @@ std::string results_markdown(const EvalSetup& s, const std::vector<MethodEval>& 
   std::string md = fmt::format(
       "Model `{}`, text `{}`: perplexity over {} chunks of {} tokens ({} scored), retrieval of a "
       "{}-token needle ({} trial{} per cell), decode speed over {} tokens after a {}-token prompt, "
-      "{} thread{}. KV bytes are one chunk's caches, all layers. Pareto front (bytes against "
-      "perplexity) in bold.\n\n",
-      s.model, s.text, s.chunks, s.context, s.scored_tokens, s.needle_tokens, s.trials, s.trials == 1 ? "" : "s",
-      s.decode_tokens, s.decode_prompt, s.threads, s.threads == 1 ? "" : "s");
+      "{} thread{}. KV bytes are one chunk's caches, all layers; KV held is the most their buffers took "
+      "from the allocator during a chunk. Pareto front (bytes against perplexity) in bold.\n\n",
+      s.model, s.text, s.chunks, s.context, s.scored_tokens, s.needle_tokens, s.trials,
+      s.trials == 1 ? "" : "s", s.decode_tokens, s.decode_prompt, s.threads, s.threads == 1 ? "" : "s");
   md += "| spec | K bytes | V bytes | ratio | bits/elem | perplexity | vs fp16 | KL | top-1 | retrieval "
-        "| prefill tok/s | decode tok/s | peak RSS MiB |\n";
-  md += "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+        "| prefill tok/s | decode tok/s | KV held, peak | peak RSS MiB |\n";
+  md +=
+      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const MethodEval& r = rows[i];
     const std::string spec = front[i] ? fmt::format("**`{}`**", r.spec) : fmt::format("`{}`", r.spec);
     md += fmt::format("| {} | {} | {} | {:.2f}x | {:.2f} | {:.3f} | {} | {:.4f} | {:.1f} % | {:.1f} % "
-                      "| {:.0f} | {:.1f} | {:.1f} |\n",
+                      "| {:.0f} | {:.1f} | {} | {:.1f} |\n",
                       spec, r.key_bytes, r.value_bytes, r.compression_ratio(), r.bits_per_element(),
-                      r.perplexity, i == 0 ? std::string("—") : fmt::format("{:+.2f} %", r.perplexity_delta_pct),
-                      r.kl_mean, 100.0 * r.top1_agreement, 100.0 * r.retrieval_mean, r.prefill_tokens_per_s,
-                      r.decode_tokens_per_s, r.peak_rss_mib);
+                      r.perplexity,
+                      i == 0 ? std::string("—") : fmt::format("{:+.2f} %", r.perplexity_delta_pct), r.kl_mean,
+                      100.0 * r.top1_agreement, 100.0 * r.retrieval_mean, r.prefill_tokens_per_s,
+                      r.decode_tokens_per_s, r.kv_peak_held_bytes, r.peak_rss_mib);
   }
   if (rows.empty() || rows[0].retrieval.empty()) return md;
   md += "\nRetrieval by length @ depth:\n\n| spec |";

@@ -29,6 +29,7 @@ struct MethodEval {
   double retrieval_mean = 0;
   double prefill_tokens_per_s = 0, decode_tokens_per_s = 0;
   double peak_rss_mib = 0;  // the process's peak resident memory while this method ran
+  size_t kv_peak_held_bytes = 0;  // the most the caches' buffers held during a perplexity chunk
   double seconds = 0;       // wall time of all of this method's measurements
   size_t chunks = 0, scored_tokens = 0;  // what the perplexity covered
   // What the caches did over the observed prompt (eval --observe), per layer and KV head.

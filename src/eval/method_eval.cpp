@@ -114,6 +114,7 @@ MethodEval evaluate_method(const Model& model, std::string_view text, std::span<
   r.key_bytes = p.key_bytes;
   r.value_bytes = p.value_bytes;
   r.fp16_bytes = p.kv_fp16_bytes;
+  r.kv_peak_held_bytes = p.kv_peak_held_bytes;
   r.perplexity = p.perplexity;
   r.perplexity_error = p.perplexity_error;
   r.prefill_tokens_per_s = p.tokens_per_second;

@@ -220,6 +220,34 @@ TEST(KVCache, Fp16BytesAreExact) {
 
 // -------- decode --------
 
+TEST(KVCache, HeldBytesFollowWhatTheBuffersTakeAndTheirPeak) {
+  // 2048 tokens of 2 KV heads of 64, appended 256 at a time, as a prompt's micro-batches are.
+  constexpr size_t n = 2048, heads = 2, d = 64, step = 256;
+  const std::vector<float> k = test::gaussian(n * heads * d, 1), v = test::gaussian(n * heads * d, 2);
+  const auto fill = [&](KVCache& c, bool one_prompt) {
+    for (size_t t = 0; t < n; t += step) {
+      if (one_prompt) c.continue_prompt(n - t - step);
+      c.append(TensorView::f32(&k[t * heads * d], {step, heads, d}),
+               TensorView::f32(&v[t * heads * d], {step, heads, d}));
+      std::vector<float> q(step * heads * d, 0.5f), out(q.size());
+      c.attend_observed(TensorView::f32(q.data(), {step, heads, d}), out.data());
+      c.finish_step();
+      EXPECT_GE(c.peak_held_bytes(), c.held_bytes());
+    }
+  };
+  KVCache fp16("fp16", LayerShape{heads, d, 0, 0}), kivi("kivi", LayerShape{heads, d, 0, 0});
+  fill(fp16, false);
+  fill(kivi, false);
+  // fp16 rows take at least their stored bytes; KIVI's codes and 128-token tail a fraction of it.
+  EXPECT_GE(fp16.held_bytes(), fp16.bytes());
+  EXPECT_LT(kivi.peak_held_bytes(), fp16.peak_held_bytes() / 2);
+  // SnapKV holds the whole prompt until its last step, then gives back what it evicted.
+  KVCache snap("snapkv:budget=256", LayerShape{heads, d, 0, 0});
+  fill(snap, true);
+  EXPECT_GE(snap.peak_held_bytes(), fp16.bytes());
+  EXPECT_LT(snap.held_bytes(), snap.peak_held_bytes() / 4);
+}
+
 TEST(KVCache, DecodeReturnsFp16RoundedInputExactly) {
   const size_t H = 2, D = 24;
   KVCache cache("fp16", shape(H, D));

@@ -105,10 +105,27 @@ TEST(EvalReport, JsonHasTheSetupEveryMethodAndTheRecommendation) {
   EXPECT_EQ(j.at("setup").at("retrieval_lengths"), nlohmann::json({64, 128}));
   ASSERT_EQ(j.at("methods").size(), r.size());
   const auto& mid = j.at("methods").at(2);
-  for (const char* key : {"spec", "key_bytes", "value_bytes", "kv_bytes", "fp16_bytes", "compression_ratio",
-                          "bits_per_element", "perplexity", "perplexity_error", "perplexity_delta_pct",
-                          "kl_mean", "kl_error", "top1_agreement", "retrieval_mean", "retrieval",
-                          "prefill_tokens_per_s", "decode_tokens_per_s", "peak_rss_mib", "seconds", "pareto"})
+  for (const char* key : {"spec",
+                          "key_bytes",
+                          "value_bytes",
+                          "kv_bytes",
+                          "fp16_bytes",
+                          "compression_ratio",
+                          "bits_per_element",
+                          "perplexity",
+                          "perplexity_error",
+                          "perplexity_delta_pct",
+                          "kl_mean",
+                          "kl_error",
+                          "top1_agreement",
+                          "retrieval_mean",
+                          "retrieval",
+                          "prefill_tokens_per_s",
+                          "decode_tokens_per_s",
+                          "kv_peak_held_bytes",
+                          "peak_rss_mib",
+                          "seconds",
+                          "pareto"})
     EXPECT_TRUE(mid.contains(key)) << key;
   EXPECT_EQ(mid.at("kv_bytes"), 250);
   EXPECT_EQ(mid.at("key_bytes").get<size_t>() + mid.at("value_bytes").get<size_t>(), 250u);

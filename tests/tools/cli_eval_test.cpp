@@ -44,6 +44,9 @@ TEST(CliEval, WritesEveryMethodAndRecommends) {
   EXPECT_EQ(kivi.at("retrieval").size(), 2u);
   EXPECT_GT(kivi.at("decode_tokens_per_s").get<double>(), 0.0);
   EXPECT_GT(kivi.at("peak_rss_mib").get<double>(), 0.0);
+  // What the caches' buffers held: at least what they store, and less with KIVI than with fp16.
+  EXPECT_GE(fp16.at("kv_peak_held_bytes").get<size_t>(), fp16.at("kv_bytes").get<size_t>());
+  EXPECT_LT(kivi.at("kv_peak_held_bytes").get<size_t>(), fp16.at("kv_peak_held_bytes").get<size_t>());
   EXPECT_TRUE(j.at("recommendation").is_string());
   EXPECT_NE(r.out.find("recommendation: the smallest cache"), std::string::npos) << r.out;
   EXPECT_NE(slurp((out / "results.md").string()).find("| spec | K bytes |"), std::string::npos);

@@ -119,6 +119,7 @@ void run(const GenerateArgs& a) {
     j["generated_tokens_per_s"] = gen_tps;
     j["kv_bytes"] = session.kv_bytes();
     j["kv_fp16_bytes"] = session.kv_fp16_bytes();
+    j["kv_peak_held_bytes"] = session.kv_peak_held_bytes();
     j["peak_rss_mib"] = peak_rss_mib();
     // A sampled byte-level text need not be valid UTF-8 (a token may end mid-character): invalid
     // bytes become U+FFFD rather than failing the whole run.
@@ -141,6 +142,8 @@ void run(const GenerateArgs& a) {
              sampling.seed);
   fmt::print(stderr, "kv cache:  {}: {}\n", kv,
              kv_summary(session.kv_bytes(), session.kv_fp16_bytes()));
+  if (const size_t held = session.kv_peak_held_bytes())
+    fmt::print(stderr, "kv memory: {} B at most held by the caches' buffers\n", grouped(held));
   fmt::print(stderr, "memory:    {:.1f} MiB peak resident\n", peak_rss_mib());
   if (observer) fmt::print(stderr, "observed:  per layer and KV head in {}\n", a.observe);
 }

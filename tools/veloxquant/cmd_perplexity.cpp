@@ -49,6 +49,7 @@ void run(PerplexityArgs& a) {
     }
     j["kv_bytes"] = r.kv_bytes;
     j["kv_fp16_bytes"] = r.kv_fp16_bytes;
+    j["kv_peak_held_bytes"] = r.kv_peak_held_bytes;
     j["seconds"] = r.seconds;
     j["tokens_per_s"] = r.tokens_per_second;
     j["threads"] = a.threads;
@@ -63,6 +64,8 @@ void run(PerplexityArgs& a) {
                r.kl_error, 100.0 * r.top1_agreement);
   }
   fmt::print("kv cache:   {} (one chunk)\n", kv_summary(r.kv_bytes, r.kv_fp16_bytes));
+  if (r.kv_peak_held_bytes)
+    fmt::print("kv memory:  {} B at most held by the caches' buffers\n", grouped(r.kv_peak_held_bytes));
   fmt::print("speed:      {:.1f} tokens/s over {:.2f} s, {} thread{}; {:.1f} MiB peak resident\n",
              r.tokens_per_second, r.seconds, a.threads, a.threads == 1 ? "" : "s", peak_rss_mib());
   if (!a.options.save_base.empty()) fmt::print("baseline saved to {}\n", a.options.save_base);

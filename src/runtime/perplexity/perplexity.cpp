@@ -84,6 +84,7 @@ PerplexityResult compute_perplexity(const Model& model, std::string_view text,
       r.key_bytes = session.key_bytes();
       r.value_bytes = session.value_bytes();
     }
+    r.kv_peak_held_bytes = std::max(r.kv_peak_held_bytes, session.kv_peak_held_bytes());
     float* rows = &logits[first * vocab];
     for (size_t j = 0; j < scored; ++j) {
       float* row = rows + j * vocab;

@@ -400,6 +400,18 @@ size_t Session::value_bytes() const {
 
 size_t Session::kv_bytes() const { return key_bytes() + value_bytes(); }
 
+size_t Session::kv_held_bytes() const {
+  size_t b = 0;
+  for (const KVCache& c : impl_->caches) b += c.held_bytes();
+  return b;
+}
+
+size_t Session::kv_peak_held_bytes() const {
+  size_t b = 0;
+  for (const KVCache& c : impl_->caches) b += c.peak_held_bytes();
+  return b;
+}
+
 size_t Session::device_weight_bytes() const { return impl_->gpu ? impl_->gpu->weight_bytes() : 0; }
 
 size_t Session::kv_fp16_bytes() const {
