@@ -45,7 +45,8 @@ struct KVCache::Impl {
   PromptStep prompt_step;  // the current step's place in a prompt cut into steps (continue_prompt)
   size_t held_peak = 0;    // the most held_bytes() has been (note_held)
   size_t held_bytes() const;
-  // Raises held_peak to what the buffers hold now: after every append, encode and eviction.
+  // Raises held_peak to what the buffers hold now: after every append and every step's encoding
+  // (eviction only gives memory back).
   void note_held() { held_peak = std::max(held_peak, held_bytes()); }
   size_t min_budget = 0;   // what the policy always keeps: a smaller budget could not be met
 

@@ -115,7 +115,8 @@ NeedleResult needle_recall(const Model& model, std::span<const int32_t> haystack
         std::vector<float> logits = session.eval(std::span(seq).first(prompt), Logits::Last);
         for (size_t j = 0; j + 1 < n; ++j) {
           hits += std::max_element(logits.begin(), logits.end()) - logits.begin() == needle[j + 1];
-          logits = session.eval(std::span(seq).subspan(prompt + j, 1), Logits::Last);  // the last: bytes
+          // The copy's last token too: the cell's bytes are those of all `length` tokens.
+          logits = session.eval(std::span(seq).subspan(prompt + j, 1), Logits::Last);
         }
         cell.scored += n - 1;
         cell.kv_bytes = session.kv_bytes();
