@@ -4,9 +4,9 @@
 // (tgG; after --tg-warmup untimed steps, which the cache's first steps at a new shape and cuBLAS's
 // first calls of the step's matrix shapes would otherwise fall into). Prints one JSON object per
 // test with every repetition and the median, and the rate at which the depth tokens went in (a
-// prefill of that many: the same work as a ppD test). With --batch B
-// (device cuda) B sequences run in lockstep: every test's tokens are B times as many, each step
-// one token of every sequence, and tokens/s counts all of them.
+// prefill of that many: the same work as a ppD test). With --batch B, B sequences run in lockstep
+// (on either device): every test's tokens are B times as many, each step one token of every
+// sequence, and tokens/s counts all of them.
 //   veloxquant_bench_runtime -m MODEL [-p 512] [-n 128] [-d 0] [-t 1] [--kv fp16] [-r 5]
 //       [--device cpu|cuda] [--gpu-weights f16|f32] [--warmup 1] [--tg-warmup 0] [--batch 1]
 #include <fmt/format.h>
@@ -54,7 +54,9 @@ int main(int argc, char** argv) {
   app.add_option("--gpu-weights", gpu_weights, "with --device cuda: f16 or f32")->capture_default_str();
   app.add_option("--tg-warmup", tg_warmup, "untimed single-token steps before a generation test's timed ones")
       ->capture_default_str()->check(CLI::Range(0, 1000));
-  app.add_option("--batch", batch, "sequences in lockstep (device cuda)")->capture_default_str()->check(CLI::Range(1, 1024));
+  app.add_option("--batch", batch, "sequences in lockstep")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
   CLI11_PARSE(app, argc, argv);
   try {
     set_threads(threads);

@@ -154,17 +154,81 @@ TEST(Session, DeviceNamesAreCheckedAndCudaNeedsTheBackend) {
   EXPECT_EQ(cpu.spec().to_string(), "fp16");
 }
 
-// Batched sessions (several sequences in lockstep) run on the GPU; the CPU runtime refuses them
-// with a message saying so, and eval_batch() of a batch-1 session is eval().
+// A batch of 0 is refused, and eval_batch() of a batch-1 session is eval().
+// Several sequences in lockstep on the CPU: the projections run on all their rows at once and each
+// sequence attends through its own caches, so each gets what it gets alone (up to the summation
+// order of the larger products), prompt and decoded tokens, whatever the cache method.
+TEST(Session, CpuBatchDecodesEachSequenceAsItWouldAlone) {
+  const Model& m = stories();
+  constexpr size_t batch = 3, n = 40;
+  std::vector<int32_t> prompts;
+  for (size_t b = 0; b < batch; ++b)
+    for (size_t t = 0; t < n; ++t) prompts.push_back(static_cast<int32_t>(1 + (t * 37 + b * 101) % 500));
+  for (const char* spec :
+       {"fp16", "kivi:kbits=4,vbits=4,residual=16", "snapkv:budget=16,window=4", "h2o:budget=24"}) {
+    SessionOptions o{spec, 128};
+    o.batch = batch;
+    Session together(m, o);
+    const std::vector<float> all = together.eval_batch(prompts, Logits::All);
+    const size_t vocab = m.config().vocab;
+    ASSERT_EQ(all.size(), batch * n * vocab);
+    std::vector<Session> alone;
+    std::vector<std::vector<float>> alone_logits;
+    size_t bytes = 0;
+    for (size_t b = 0; b < batch; ++b) {
+      alone.emplace_back(m, SessionOptions{spec, 128});
+      alone_logits.push_back(alone.back().eval(std::span(prompts).subspan(b * n, n), Logits::All));
+      bytes += alone.back().kv_bytes();
+    }
+    const auto near = [&](const float* a, const float* b, size_t count, const std::string& what) {
+      float scale = 0, diff = 0;
+      for (size_t i = 0; i < count; ++i)
+        scale = std::max(scale, std::fabs(b[i])), diff = std::max(diff, std::fabs(a[i] - b[i]));
+      EXPECT_LE(diff, 1e-4f * scale) << spec << ": " << what;
+    };
+    for (size_t b = 0; b < batch; ++b)
+      near(&all[b * n * vocab], alone_logits[b].data(), n * vocab, "prompt " + std::to_string(b));
+    EXPECT_EQ(together.kv_bytes(), bytes) << spec;
+    // Decoding in lockstep: each sequence's own next tokens, one step for all of them.
+    for (int step = 0; step < 4; ++step) {
+      std::vector<int32_t> next;
+      for (size_t b = 0; b < batch; ++b) next.push_back(static_cast<int32_t>(7 + step * 13 + b * 29));
+      const std::vector<float> last = together.eval_batch(next, Logits::Last);
+      for (size_t b = 0; b < batch; ++b) {
+        const std::vector<float> own = alone[b].eval(std::span(next).subspan(b, 1), Logits::Last);
+        near(&last[b * vocab], own.data(), vocab,
+             "step " + std::to_string(step) + ", sequence " + std::to_string(b));
+      }
+    }
+    // Sampling picks one token per sequence from its own logits, as each alone.
+    const std::vector<int32_t> next{11, 12, 13};
+    together.eval_batch(next, Logits::Sample);
+    std::vector<Sampler> samplers(batch, Sampler(SamplerOptions{.temperature = 0.0f}));
+    const std::vector<int32_t> picked = together.sample_batch(samplers);
+    ASSERT_EQ(picked.size(), batch);
+    for (size_t b = 0; b < batch; ++b) {
+      alone[b].eval(std::span(next).subspan(b, 1), Logits::Sample);
+      Sampler greedy(SamplerOptions{.temperature = 0.0f});
+      EXPECT_EQ(picked[b], alone[b].sample(greedy)) << spec << ", sequence " << b;
+      EXPECT_TRUE(std::ranges::equal(together.tokens(b), alone[b].tokens(0))) << spec << ", sequence " << b;
+    }
+  }
+  // What works on one sequence's caches says so.
+  SessionOptions two{"fp16", 64};
+  two.batch = 2;
+  Session s(m, two);
+  EXPECT_CONTAINS(test::error_message<Error>([&] { s.caches(); }),
+                  "caches() works on the caches of one sequence; this session decodes 2 in lockstep");
+  EXPECT_CONTAINS(test::error_message<Error>([&] { s.restore({}, {}); }),
+                  "restore works on the caches of one sequence");
+}
+
 TEST(Session, BatchIsCheckedAndEvalBatchOfOneSequenceIsEval) {
   const Model& m = stories();
   SessionOptions none{"fp16", 0};
   none.batch = 0;
-  EXPECT_CONTAINS(test::error_message<Error>([&] { Session s(m, none); }), "session batch 0; expected at least 1");
-  SessionOptions two{"fp16", 0};
-  two.batch = 2;
-  EXPECT_CONTAINS(test::error_message<Error>([&] { Session s(m, two); }),
-                  "session batch 2 on device cpu; the CPU runtime decodes one sequence per Session");
+  EXPECT_CONTAINS(test::error_message<Error>([&] { Session s(m, none); }),
+                  "session batch 0; expected at least 1");
   const std::vector<int32_t> tokens{1, 300, 42, 17, 9};
   Session a(m), b(m);
   EXPECT_EQ(a.batch(), 1u);

@@ -1,6 +1,8 @@
-// The forward pass of a Llama-family decoder over one sequence. Each layer's attention goes
-// through that layer's KVCache: it receives pre-RoPE keys with their positions and attends for
-// the layer's (rotated) queries, so every cache method runs inside the model.
+// The forward pass of a decoder over one sequence, or several in lockstep (SessionOptions::batch):
+// every projection runs on all of their rows at once, so the weights are read once per step for
+// every sequence, and each sequence attends through its own KVCache per layer: it receives
+// pre-RoPE keys with their positions and attends for the layer's (rotated) queries, so every
+// cache method runs inside the model.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -115,7 +117,7 @@ struct Session::Impl {
   size_t context = 0;
   size_t position = 0;
   Spec spec;
-  std::vector<KVCache> caches;  // Device::Cpu
+  std::vector<KVCache> caches;    // Device::Cpu: sequence b's layer l at b * layers + l
   std::vector<RopeParams> ropes;  // per layer: the model's, a windowed layer's own, or phi3's long factors
   std::unique_ptr<runtime::DeviceForward> gpu;  // Device::Cuda: weights and caches on the GPU
   // A calibrated spec's artifact, read and checked against the model once for every layer.
@@ -152,10 +154,6 @@ struct Session::Impl {
                                          options.gpu_weights);
       return;
     }
-    if (options.batch != 1) {
-      throw Error("session batch " + std::to_string(options.batch) + " on device cpu; the CPU runtime decodes one "
-                  "sequence per Session (batch 1), device cuda decodes several in lockstep");
-    }
     if (spec.method->calibrated() && !spec.params.get_text("artifacts").empty()) {
       calibration = load_calibration(spec.params.get_text("artifacts"), spec);
       check_calibration_model(*calibration, model_identity(model));
@@ -170,6 +168,13 @@ struct Session::Impl {
                   device_name(options.device) + " (run it with device cpu)");
     }
   }
+  // What reads or replaces the caches of the one sequence a session file holds.
+  void require_one_sequence(const char* what) const {
+    if (options.batch != 1) {
+      throw Error(std::string(what) + " works on the caches of one sequence; this session decodes " +
+                  std::to_string(options.batch) + " in lockstep (run it with batch 1)");
+    }
+  }
 
   void make_caches() {
     const ModelConfig& c = model.config();
@@ -181,41 +186,45 @@ struct Session::Impl {
       shapes[l].window = c.sliding(l) ? c.sliding_window : 0;
       shapes[l].softcap = c.attention_softcap;
     }
-    caches = make_layer_caches(spec, std::move(shapes));
+    for (size_t b = 0; b < options.batch; ++b)  // each sequence its own caches, layer by layer
+      for (KVCache& cache : make_layer_caches(spec, shapes)) caches.push_back(std::move(cache));
     importance.assign(caches.front().wants_layer_importance() ? c.layers : 0, 0.0);
     importance_set = false;
   }
 
-  void resize(size_t n) {
+  // Activations of `rows` rows (n tokens of every sequence) and the positions of the n tokens.
+  void resize(size_t rows, size_t n) {
     const ModelConfig& c = model.config();
     const size_t qw = size_t{c.heads} * c.head_dim, kvw = size_t{c.kv_heads} * c.head_dim;
-    x.resize(n * c.embedding);
-    h.resize(n * c.embedding);
-    q.resize(n * qw);
-    attn.resize(n * qw);
-    k.resize(n * kvw);
-    v.resize(n * kvw);
-    proj.resize(n * c.embedding);
-    gate.resize(n * c.feed_forward);
-    up.resize(n * c.feed_forward);
+    x.resize(rows * c.embedding);
+    h.resize(rows * c.embedding);
+    q.resize(rows * qw);
+    attn.resize(rows * qw);
+    k.resize(rows * kvw);
+    v.resize(rows * kvw);
+    proj.resize(rows * c.embedding);
+    gate.resize(rows * c.feed_forward);
+    up.resize(rows * c.feed_forward);
     positions.resize(n);
   }
 
+  // n tokens of every sequence: rows = batch x n, sequence by sequence (row b * n + t).
   void layer(size_t l, size_t n) {
     const ModelConfig& c = model.config();
     const LayerWeights& w = ModelInternals::of(model).layers[l];
     const size_t d = c.embedding, hd = c.head_dim, qw = size_t{c.heads} * hd;
-    const size_t kvw = size_t{c.kv_heads} * hd;
-    for (size_t t = 0; t < n; ++t) rms_norm(&x[t * d], w.attn_norm.data(), d, c.rms_eps, &h[t * d]);
-    project(w.wq, w.bq, h.data(), n, q.data());
-    project(w.wk, w.bk, h.data(), n, k.data());
-    project(w.wv, w.bv, h.data(), n, v.data());
+    const size_t kvw = size_t{c.kv_heads} * hd, rows = n * options.batch;
+    for (size_t r = 0; r < rows; ++r) rms_norm(&x[r * d], w.attn_norm.data(), d, c.rms_eps, &h[r * d]);
+    project(w.wq, w.bq, h.data(), rows, q.data());
+    project(w.wk, w.bk, h.data(), rows, k.data());
+    project(w.wv, w.bv, h.data(), rows, v.data());
     if (c.qk_norm) {
-      for (size_t i = 0; i < n * qw; i += hd) rms_norm(&q[i], w.q_norm.data(), hd, c.rms_eps, &q[i]);
-      for (size_t i = 0; i < n * kvw; i += hd) rms_norm(&k[i], w.k_norm.data(), hd, c.rms_eps, &k[i]);
+      for (size_t i = 0; i < rows * qw; i += hd) rms_norm(&q[i], w.q_norm.data(), hd, c.rms_eps, &q[i]);
+      for (size_t i = 0; i < rows * kvw; i += hd) rms_norm(&k[i], w.k_norm.data(), hd, c.rms_eps, &k[i]);
     }
-    for (size_t t = 0; t < n; ++t) {
-      apply_rope(ropes[l], &q[t * qw], c.heads, hd, positions[t]);
+    for (size_t r = 0; r < rows; ++r) {
+      const size_t t = r % n;
+      apply_rope(ropes[l], &q[r * qw], c.heads, hd, positions[t]);
       // The cache scales scores by 1/sqrt(head_dim); a model's own scale and its temperature by
       // position go into the queries.
       float scale = c.attention_scale != 0.0f ? c.attention_scale * std::sqrt(static_cast<float>(hd)) : 1.0f;
@@ -225,33 +234,41 @@ struct Session::Impl {
         scale *= 1.0f + c.attention_temperature_scale * std::log(static_cast<float>(periods) + 1.0f);
       }
       if (scale != 1.0f)
-        for (size_t i = 0; i < qw; ++i) q[t * qw + i] *= scale;
+        for (size_t i = 0; i < qw; ++i) q[r * qw + i] *= scale;
     }
     using Clock = std::chrono::steady_clock;
     const Clock::time_point start = observer ? Clock::now() : Clock::time_point{};
-    caches[l].append(TensorView::f32(k.data(), {n, c.kv_heads, hd}),
-                     TensorView::f32(v.data(), {n, c.kv_heads, hd}), positions, ropes[l]);
+    for (size_t b = 0; b < options.batch; ++b) {
+      caches[b * c.layers + l].append(TensorView::f32(&k[b * n * kvw], {n, c.kv_heads, hd}),
+                                      TensorView::f32(&v[b * n * kvw], {n, c.kv_heads, hd}), positions,
+                                      ropes[l]);
+    }
     const Clock::time_point appended = observer ? Clock::now() : Clock::time_point{};
-    caches[l].attend_observed(TensorView::f32(q.data(), {n, c.heads, hd}), attn.data());
+    for (size_t b = 0; b < options.batch; ++b) {
+      caches[b * c.layers + l].attend_observed(TensorView::f32(&q[b * n * qw], {n, c.heads, hd}),
+                                               &attn[b * n * qw]);
+    }
     if (observer) {
       const auto seconds = [](Clock::duration t) { return std::chrono::duration<double>(t).count(); };
       observer->record(l, n, k.data(), v.data(), positions, q.data(), attn.data(), seconds(appended - start),
                        seconds(Clock::now() - appended));
     }
-    project(w.wo, {}, attn.data(), n, proj.data());
+    project(w.wo, {}, attn.data(), rows, proj.data());
     if (c.post_norms)
-      for (size_t t = 0; t < n; ++t) rms_norm(&proj[t * d], w.post_attn_norm.data(), d, c.rms_eps, &proj[t * d]);
-    if (!importance.empty() && !importance_set) importance[l] = mean_cosine(x.data(), proj.data(), n, d);
-    for (size_t i = 0; i < n * d; ++i) x[i] += proj[i];
+      for (size_t r = 0; r < rows; ++r)
+        rms_norm(&proj[r * d], w.post_attn_norm.data(), d, c.rms_eps, &proj[r * d]);
+    if (!importance.empty() && !importance_set) importance[l] = mean_cosine(x.data(), proj.data(), rows, d);
+    for (size_t i = 0; i < rows * d; ++i) x[i] += proj[i];
 
-    for (size_t t = 0; t < n; ++t) rms_norm(&x[t * d], w.ffn_norm.data(), d, c.rms_eps, &h[t * d]);
-    project(w.gate, {}, h.data(), n, gate.data());
-    project(w.up, {}, h.data(), n, up.data());
-    gated(c.activation, gate.data(), up.data(), n * c.feed_forward);
-    project(w.down, {}, gate.data(), n, proj.data());
+    for (size_t r = 0; r < rows; ++r) rms_norm(&x[r * d], w.ffn_norm.data(), d, c.rms_eps, &h[r * d]);
+    project(w.gate, {}, h.data(), rows, gate.data());
+    project(w.up, {}, h.data(), rows, up.data());
+    gated(c.activation, gate.data(), up.data(), rows * c.feed_forward);
+    project(w.down, {}, gate.data(), rows, proj.data());
     if (c.post_norms)
-      for (size_t t = 0; t < n; ++t) rms_norm(&proj[t * d], w.post_ffn_norm.data(), d, c.rms_eps, &proj[t * d]);
-    for (size_t i = 0; i < n * d; ++i) x[i] += proj[i];
+      for (size_t r = 0; r < rows; ++r)
+        rms_norm(&proj[r * d], w.post_ffn_norm.data(), d, c.rms_eps, &proj[r * d]);
+    for (size_t i = 0; i < rows * d; ++i) x[i] += proj[i];
   }
 
   // Runs n tokens of each sequence (tokens [batch, n]); writes the logits of tokens
@@ -265,30 +282,33 @@ struct Session::Impl {
     }
     const ModelConfig& c = model.config();
     const Model::Impl& m = ModelInternals::of(model);
-    const size_t d = c.embedding;
-    resize(n);
-    for (size_t t = 0; t < n; ++t) {
-      runtime::dequantize_row(m.token_embd, static_cast<size_t>(tokens[t]), &x[t * d]);
+    const size_t d = c.embedding, batch = options.batch, rows = n * batch;
+    resize(rows, n);
+    for (size_t r = 0; r < rows; ++r) {
+      runtime::dequantize_row(m.token_embd, static_cast<size_t>(tokens[r]), &x[r * d]);
       if (c.embedding_scale != 1.0f)
-        for (size_t i = 0; i < d; ++i) x[t * d + i] *= c.embedding_scale;
-      positions[t] = static_cast<int64_t>(position + t);
+        for (size_t i = 0; i < d; ++i) x[r * d + i] *= c.embedding_scale;
     }
+    for (size_t t = 0; t < n; ++t) positions[t] = static_cast<int64_t>(position + t);
     for (size_t l = 0; l < c.layers; ++l) layer(l, n);
     if (!importance.empty() && !importance_set) {
       const std::vector<size_t> budgets =
           squeeze_budgets(importance, caches.front().budget(), caches.front().spec().eviction_params.get_float("p"));
-      for (size_t l = 0; l < c.layers; ++l) caches[l].set_budget(budgets[l]);
+      for (size_t i = 0; i < caches.size(); ++i) caches[i].set_budget(budgets[i % c.layers]);
       importance_set = true;
     }
     for (KVCache& cache : caches) cache.finish_step();
     position += n;
-    history[0].insert(history[0].end(), tokens, tokens + n);
+    for (size_t b = 0; b < batch; ++b)
+      history[b].insert(history[b].end(), tokens + b * n, tokens + (b + 1) * n);
     if (first_logit >= n) return;
-    const size_t rows = n - first_logit;
-    for (size_t t = 0; t < rows; ++t)
-      rms_norm(&x[(first_logit + t) * d], m.output_norm.data(), d, c.rms_eps, &h[t * d]);
-    project(m.output, {}, h.data(), rows, logits);
-    if (c.final_softcap != 0.0f) softcap(logits, rows * c.vocab, c.final_softcap);
+    const size_t out_rows = n - first_logit;  // logits rows of each sequence
+    for (size_t b = 0; b < batch; ++b)
+      for (size_t t = 0; t < out_rows; ++t)
+        rms_norm(&x[(b * n + first_logit + t) * d], m.output_norm.data(), d, c.rms_eps,
+                 &h[(b * out_rows + t) * d]);
+    project(m.output, {}, h.data(), batch * out_rows, logits);
+    if (c.final_softcap != 0.0f) softcap(logits, batch * out_rows * c.vocab, c.final_softcap);
   }
 };
 
@@ -341,7 +361,7 @@ std::vector<float> Session::eval_batch(std::span<const int32_t> tokens, Logits w
       s.step(chunk.data(), nb, nb - 1, logits.data());
     } else if (which == Logits::Sample && b + nb == n) {
       // The GPU keeps them in its own memory; the CPU runtime in `kept`.
-      if (!s.gpu) s.kept.resize(vocab);
+      if (!s.gpu) s.kept.resize(batch * vocab);
       s.step(chunk.data(), nb, nb - 1, s.gpu ? nullptr : s.kept.data());
       s.logits_kept = true;
     } else {
@@ -360,7 +380,13 @@ std::vector<int32_t> Session::sample_batch(std::span<Sampler> samplers) {
                 " sequences; expected one per sequence");
   }
   if (!s.logits_kept) throw Error("sample: the last eval kept no logits; expected eval with Logits::Sample first");
-  if (!s.gpu) return {samplers.front().sample(s.kept)};
+  if (!s.gpu) {
+    const size_t vocab = s.model.config().vocab;
+    std::vector<int32_t> picked;
+    for (size_t b = 0; b < samplers.size(); ++b)
+      picked.push_back(samplers[b].sample(std::span(s.kept).subspan(b * vocab, vocab)));
+    return picked;
+  }
   std::vector<SampleRequest> requests;
   for (Sampler& sampler : samplers) requests.push_back(sampler.request());
   return s.gpu->sample(requests);
@@ -437,6 +463,7 @@ void Session::reset() {
 
 void Session::set_observer(CacheObserver* observer) {
   if (observer) impl_->require_cpu("set_observer");
+  if (observer) impl_->require_one_sequence("set_observer");
   const ModelConfig& c = impl_->model.config();
   if (observer && (!c.sliding_layers.empty() || c.attention_softcap != 0.0f || c.attention_scale != 0.0f ||
                    c.attention_temperature_scale != 0.0f)) {
@@ -461,12 +488,14 @@ std::span<const int32_t> Session::tokens(size_t sequence) const {
 size_t Session::batch() const { return impl_->options.batch; }
 std::span<const KVCache> Session::caches() const {
   impl_->require_cpu("caches()");
+  impl_->require_one_sequence("caches()");
   return impl_->caches;
 }
 
 void Session::restore(std::vector<int32_t> tokens, std::vector<KVCache> caches) {
   Impl& s = *impl_;
   s.require_cpu("restore");
+  s.require_one_sequence("restore");
   const ModelConfig& c = s.model.config();
   const Spec& spec = s.spec;
   if (caches.size() != c.layers) {
