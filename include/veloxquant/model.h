@@ -115,6 +115,8 @@ struct SessionOptions {
 // in the session for sample() and not returned (on Device::Cuda they stay in GPU memory).
 enum class Logits { None, Last, All, Sample };
 
+struct SessionStep;  // below
+
 // One sequence being decoded: the model plus one KV cache per layer.
 class Session {
  public:
@@ -185,8 +187,28 @@ class Session {
   void restore(std::vector<int32_t> tokens, std::vector<KVCache> caches);
 
  private:
+  friend std::vector<std::vector<float>> eval_sessions(std::span<const SessionStep> steps);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// One session's share of eval_sessions(): its next tokens, the logits wanted, and, when the
+// tokens are a chunk of a longer prompt, how many of its tokens later steps bring (so that SnapKV
+// and its relatives select once, after the whole prompt: KVCache::continue_prompt).
+struct SessionStep {
+  Session* session = nullptr;
+  std::span<const int32_t> tokens;
+  Logits which = Logits::Last;
+  size_t prompt_rest = 0;
+};
+
+// Several sessions' next tokens as one forward step (a server's continuous batch: prompt chunks
+// and single decode tokens of sequences at different positions): every projection runs on all
+// of their tokens at once, so the weights are read once for all of them, and each session
+// appends to and attends through its own caches, as its own eval() would. The sessions must be
+// distinct, run on the CPU with batch 1 and share one model and context. Returns, per step, what
+// eval() would (Logits::Sample keeps them in the session for sample()). Throws Error naming the
+// step and the problem (token ids, room, the requirements above) before anything runs.
+std::vector<std::vector<float>> eval_sessions(std::span<const SessionStep> steps);
 
 }  // namespace veloxquant

@@ -70,4 +70,8 @@ class Tokenizer {
   std::unique_ptr<Impl> impl_;
 };
 
+// Length of the longest prefix of `text` that ends on a UTF-8 character boundary: token pieces
+// may split a character, which is printed (or streamed) once it is complete.
+size_t complete_utf8(std::string_view text);
+
 }  // namespace veloxquant

@@ -32,17 +32,6 @@ struct GenerateArgs {
   GpuWeights gpu_weights = GpuWeights::F16;
 };
 
-// Length of the longest prefix of s that ends on a UTF-8 character boundary, so a character
-// split across tokens is printed once it is complete.
-size_t complete_utf8(const std::string& s) {
-  size_t i = s.size(), back = 0;
-  while (i > 0 && back < 4 && (static_cast<unsigned char>(s[i - 1]) & 0xC0) == 0x80) --i, ++back;
-  if (i == 0) return s.size();
-  const unsigned char lead = static_cast<unsigned char>(s[i - 1]);
-  const size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
-  return back + 1 >= need ? s.size() : i - 1;
-}
-
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }

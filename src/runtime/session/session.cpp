@@ -12,6 +12,7 @@
 
 #include "cache/eviction/squeeze_budgets.h"
 #include "runtime/model/model_impl.h"
+#include "runtime/session/cpu_forward.h"
 #include "runtime/session/device_forward.h"
 #include "veloxquant/cache.h"
 #include "veloxquant/calibration.h"
@@ -25,58 +26,6 @@ namespace {
 // Tokens per forward step: bounds the activation buffers of a long prompt (as llama.cpp's
 // micro-batch does) while keeping the projections matrix-matrix products.
 constexpr size_t kMicroBatch = 512;
-
-// y = x / rms(x) * w, one row of width d. Sum of squares in double, as ggml accumulates it.
-void rms_norm(const float* x, const float* w, size_t d, float eps, float* y) {
-  double ss = 0;
-  for (size_t i = 0; i < d; ++i) ss += static_cast<double>(x[i]) * x[i];
-  const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(d) + eps));
-  for (size_t i = 0; i < d; ++i) y[i] = x[i] * scale * w[i];
-}
-
-// Y[n, rows] = X[n, cols] W^T, plus bias when given.
-void project(const runtime::WeightMatrix& w, const std::vector<float>& bias, const float* x,
-             size_t n, float* y) {
-  if (n == 1) runtime::matvec(w, x, y);
-  else runtime::matmul(w, x, n, y);
-  if (bias.empty()) return;
-  for (size_t t = 0; t < n; ++t)
-    for (size_t i = 0; i < w.rows; ++i) y[t * w.rows + i] += bias[i];
-}
-
-// The gated feed-forward's nonlinearity, in place: gate = act(gate) * up.
-void gated(Activation act, float* gate, const float* up, size_t n) {
-  if (act == Activation::Silu) {
-    for (size_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
-    return;
-  }
-  // GELU's tanh approximation, as ggml and Gemma's reference code compute it.
-  constexpr float kSqrt2OverPi = 0.7978845608028654f, kCubic = 0.044715f;
-  for (size_t i = 0; i < n; ++i) {
-    const float x = gate[i];
-    gate[i] = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCubic * x * x))) * up[i];
-  }
-}
-
-void softcap(float* x, size_t n, float cap) {
-  for (size_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
-}
-
-// Mean over n rows of the cosine similarity between the hidden state x and x + attention output.
-double mean_cosine(const float* x, const float* attn, size_t n, size_t d) {
-  double total = 0;
-  for (size_t t = 0; t < n; ++t) {
-    double dot = 0, a = 0, b = 0;
-    for (size_t i = 0; i < d; ++i) {
-      const double before = x[t * d + i], after = before + attn[t * d + i];
-      dot += before * after;
-      a += before * before;
-      b += after * after;
-    }
-    total += a > 0 && b > 0 ? dot / std::sqrt(a * b) : 1.0;
-  }
-  return total / static_cast<double>(n);
-}
 
 void check_token_ids(std::span<const int32_t> tokens, size_t vocab) {
   for (size_t i = 0; i < tokens.size(); ++i) {
@@ -123,12 +72,10 @@ struct Session::Impl {
   // A calibrated spec's artifact, read and checked against the model once for every layer.
   std::shared_ptr<const CalibrationArtifact> calibration;
   std::vector<std::vector<int32_t>> history;  // per sequence, the tokens evaluated so far
-  // Activations of one micro-batch, reused across calls.
-  std::vector<float> x, h, q, k, v, attn, proj, gate, up;
-  std::vector<int64_t> positions;
-  // squeeze: per layer, how similar the hidden state stays across the attention block (mean
-  // cosine over the first step's tokens); measured once, then every layer's budget is set.
-  std::vector<double> importance;
+  // squeeze: per sequence and layer, how similar the hidden state stays across the attention
+  // block (mean cosine over the first step's tokens); measured once, then every layer's budget
+  // is set.
+  std::vector<std::vector<double>> importance;
   bool importance_set = false;
   CacheObserver* observer = nullptr;  // not owned; null: nothing is timed or recorded
   // The last eval was Logits::Sample: its last token's logits are in `kept` (Device::Cpu) or on
@@ -188,87 +135,9 @@ struct Session::Impl {
     }
     for (size_t b = 0; b < options.batch; ++b)  // each sequence its own caches, layer by layer
       for (KVCache& cache : make_layer_caches(spec, shapes)) caches.push_back(std::move(cache));
-    importance.assign(caches.front().wants_layer_importance() ? c.layers : 0, 0.0);
+    importance.assign(caches.front().wants_layer_importance() ? options.batch : 0,
+                      std::vector<double>(c.layers));
     importance_set = false;
-  }
-
-  // Activations of `rows` rows (n tokens of every sequence) and the positions of the n tokens.
-  void resize(size_t rows, size_t n) {
-    const ModelConfig& c = model.config();
-    const size_t qw = size_t{c.heads} * c.head_dim, kvw = size_t{c.kv_heads} * c.head_dim;
-    x.resize(rows * c.embedding);
-    h.resize(rows * c.embedding);
-    q.resize(rows * qw);
-    attn.resize(rows * qw);
-    k.resize(rows * kvw);
-    v.resize(rows * kvw);
-    proj.resize(rows * c.embedding);
-    gate.resize(rows * c.feed_forward);
-    up.resize(rows * c.feed_forward);
-    positions.resize(n);
-  }
-
-  // n tokens of every sequence: rows = batch x n, sequence by sequence (row b * n + t).
-  void layer(size_t l, size_t n) {
-    const ModelConfig& c = model.config();
-    const LayerWeights& w = ModelInternals::of(model).layers[l];
-    const size_t d = c.embedding, hd = c.head_dim, qw = size_t{c.heads} * hd;
-    const size_t kvw = size_t{c.kv_heads} * hd, rows = n * options.batch;
-    for (size_t r = 0; r < rows; ++r) rms_norm(&x[r * d], w.attn_norm.data(), d, c.rms_eps, &h[r * d]);
-    project(w.wq, w.bq, h.data(), rows, q.data());
-    project(w.wk, w.bk, h.data(), rows, k.data());
-    project(w.wv, w.bv, h.data(), rows, v.data());
-    if (c.qk_norm) {
-      for (size_t i = 0; i < rows * qw; i += hd) rms_norm(&q[i], w.q_norm.data(), hd, c.rms_eps, &q[i]);
-      for (size_t i = 0; i < rows * kvw; i += hd) rms_norm(&k[i], w.k_norm.data(), hd, c.rms_eps, &k[i]);
-    }
-    for (size_t r = 0; r < rows; ++r) {
-      const size_t t = r % n;
-      apply_rope(ropes[l], &q[r * qw], c.heads, hd, positions[t]);
-      // The cache scales scores by 1/sqrt(head_dim); a model's own scale and its temperature by
-      // position go into the queries.
-      float scale = c.attention_scale != 0.0f ? c.attention_scale * std::sqrt(static_cast<float>(hd)) : 1.0f;
-      if (c.attention_temperature_scale != 0.0f) {
-        const int64_t periods = positions[t] /
-                                c.attention_temperature_floor;  // whole periods, as llama.cpp floors them
-        scale *= 1.0f + c.attention_temperature_scale * std::log(static_cast<float>(periods) + 1.0f);
-      }
-      if (scale != 1.0f)
-        for (size_t i = 0; i < qw; ++i) q[r * qw + i] *= scale;
-    }
-    using Clock = std::chrono::steady_clock;
-    const Clock::time_point start = observer ? Clock::now() : Clock::time_point{};
-    for (size_t b = 0; b < options.batch; ++b) {
-      caches[b * c.layers + l].append(TensorView::f32(&k[b * n * kvw], {n, c.kv_heads, hd}),
-                                      TensorView::f32(&v[b * n * kvw], {n, c.kv_heads, hd}), positions,
-                                      ropes[l]);
-    }
-    const Clock::time_point appended = observer ? Clock::now() : Clock::time_point{};
-    for (size_t b = 0; b < options.batch; ++b) {
-      caches[b * c.layers + l].attend_observed(TensorView::f32(&q[b * n * qw], {n, c.heads, hd}),
-                                               &attn[b * n * qw]);
-    }
-    if (observer) {
-      const auto seconds = [](Clock::duration t) { return std::chrono::duration<double>(t).count(); };
-      observer->record(l, n, k.data(), v.data(), positions, q.data(), attn.data(), seconds(appended - start),
-                       seconds(Clock::now() - appended));
-    }
-    project(w.wo, {}, attn.data(), rows, proj.data());
-    if (c.post_norms)
-      for (size_t r = 0; r < rows; ++r)
-        rms_norm(&proj[r * d], w.post_attn_norm.data(), d, c.rms_eps, &proj[r * d]);
-    if (!importance.empty() && !importance_set) importance[l] = mean_cosine(x.data(), proj.data(), rows, d);
-    for (size_t i = 0; i < rows * d; ++i) x[i] += proj[i];
-
-    for (size_t r = 0; r < rows; ++r) rms_norm(&x[r * d], w.ffn_norm.data(), d, c.rms_eps, &h[r * d]);
-    project(w.gate, {}, h.data(), rows, gate.data());
-    project(w.up, {}, h.data(), rows, up.data());
-    gated(c.activation, gate.data(), up.data(), rows * c.feed_forward);
-    project(w.down, {}, gate.data(), rows, proj.data());
-    if (c.post_norms)
-      for (size_t r = 0; r < rows; ++r)
-        rms_norm(&proj[r * d], w.post_ffn_norm.data(), d, c.rms_eps, &proj[r * d]);
-    for (size_t i = 0; i < rows * d; ++i) x[i] += proj[i];
   }
 
   // Runs n tokens of each sequence (tokens [batch, n]); writes the logits of tokens
@@ -280,35 +149,37 @@ struct Session::Impl {
       for (size_t b = 0; b < history.size(); ++b) history[b].insert(history[b].end(), tokens + b * n, tokens + (b + 1) * n);
       return;
     }
-    const ModelConfig& c = model.config();
-    const Model::Impl& m = ModelInternals::of(model);
-    const size_t d = c.embedding, batch = options.batch, rows = n * batch;
-    resize(rows, n);
-    for (size_t r = 0; r < rows; ++r) {
-      runtime::dequantize_row(m.token_embd, static_cast<size_t>(tokens[r]), &x[r * d]);
-      if (c.embedding_scale != 1.0f)
-        for (size_t i = 0; i < d; ++i) x[r * d + i] *= c.embedding_scale;
-    }
-    for (size_t t = 0; t < n; ++t) positions[t] = static_cast<int64_t>(position + t);
-    for (size_t l = 0; l < c.layers; ++l) layer(l, n);
+    const size_t batch = options.batch;
+    std::vector<runtime::ForwardSegment> segments;
+    for (size_t b = 0; b < batch; ++b) segments.push_back(segment(b, b * n, n));
+    std::vector<size_t> logit_rows;
+    for (size_t b = 0; b < batch; ++b)
+      for (size_t t = first_logit; t < n; ++t) logit_rows.push_back(b * n + t);
+    runtime::cpu_forward(model, ropes, std::span(tokens, batch * n), segments, logit_rows, logits, observer);
+    for (size_t b = 0; b < batch; ++b) finish_step(b, std::span(tokens + b * n, n));
+  }
+
+  // Sequence b's share of a CPU step: n tokens at rows [first_row, first_row + n).
+  runtime::ForwardSegment segment(size_t b, size_t first_row, size_t n) {
+    const size_t layers = model.config().layers;
+    return {&caches[b * layers], first_row, n, static_cast<int64_t>(position),
+            importance.empty() || importance_set ? nullptr : &importance[b]};
+  }
+
+  // After sequence b's tokens of a CPU step: squeeze's budgets once measured, the caches' end of
+  // step, the history. The last sequence of the step advances the position.
+  void finish_step(size_t b, std::span<const int32_t> tokens) {
+    const size_t layers = model.config().layers;
+    KVCache* own = &caches[b * layers];
     if (!importance.empty() && !importance_set) {
-      const std::vector<size_t> budgets =
-          squeeze_budgets(importance, caches.front().budget(), caches.front().spec().eviction_params.get_float("p"));
-      for (size_t i = 0; i < caches.size(); ++i) caches[i].set_budget(budgets[i % c.layers]);
-      importance_set = true;
+      const std::vector<size_t> budgets = squeeze_budgets(importance[b], own->budget(),
+                                                          own->spec().eviction_params.get_float("p"));
+      for (size_t l = 0; l < layers; ++l) own[l].set_budget(budgets[l]);
+      if (b + 1 == options.batch) importance_set = true;
     }
-    for (KVCache& cache : caches) cache.finish_step();
-    position += n;
-    for (size_t b = 0; b < batch; ++b)
-      history[b].insert(history[b].end(), tokens + b * n, tokens + (b + 1) * n);
-    if (first_logit >= n) return;
-    const size_t out_rows = n - first_logit;  // logits rows of each sequence
-    for (size_t b = 0; b < batch; ++b)
-      for (size_t t = 0; t < out_rows; ++t)
-        rms_norm(&x[(b * n + first_logit + t) * d], m.output_norm.data(), d, c.rms_eps,
-                 &h[(b * out_rows + t) * d]);
-    project(m.output, {}, h.data(), batch * out_rows, logits);
-    if (c.final_softcap != 0.0f) softcap(logits, batch * out_rows * c.vocab, c.final_softcap);
+    for (size_t l = 0; l < layers; ++l) own[l].finish_step();
+    history[b].insert(history[b].end(), tokens.begin(), tokens.end());
+    if (b + 1 == options.batch) position += tokens.size();
   }
 };
 
@@ -369,6 +240,75 @@ std::vector<float> Session::eval_batch(std::span<const int32_t> tokens, Logits w
     }
   }
   return logits;
+}
+
+std::vector<std::vector<float>> eval_sessions(std::span<const SessionStep> steps) {
+  if (steps.empty()) return {};
+  const auto problem = [](size_t i, const std::string& what) {
+    return Error("eval_sessions: step " + std::to_string(i) + " " + what);
+  };
+  Session::Impl* first = nullptr;
+  std::vector<int32_t> tokens;
+  std::vector<runtime::ForwardSegment> segments;
+  std::vector<size_t> logit_rows;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const SessionStep& step = steps[i];
+    if (!step.session) throw problem(i, "has no session");
+    Session::Impl& s = *step.session->impl_;
+    if (s.gpu || s.options.batch != 1) {
+      throw problem(i, "runs on device " + std::string(device_name(s.options.device)) + " with batch " +
+                           std::to_string(s.options.batch) + "; expected device cpu with batch 1");
+    }
+    if (!first) first = &s;
+    if (&ModelInternals::of(s.model) != &ModelInternals::of(first->model) || s.context != first->context) {
+      throw problem(i, "has another model or context than step 0; expected one model and context for all");
+    }
+    for (size_t j = 0; j < i; ++j)
+      if (steps[j].session == step.session)
+        throw problem(i, "repeats the session of step " + std::to_string(j));
+    if (step.tokens.empty()) throw problem(i, "has no tokens; expected at least 1");
+    if (step.which == Logits::All && step.tokens.size() > 1 && step.prompt_rest > 0) {
+      throw problem(i,
+                    "asks for every token's logits of a prompt chunk; expected Logits::Last, None or Sample");
+    }
+    check_token_ids(step.tokens, s.model.config().vocab);
+    if (step.tokens.size() > step.session->room()) {
+      throw problem(i, "has " + std::to_string(step.tokens.size()) + " tokens and room for " +
+                           std::to_string(step.session->room()));
+    }
+    segments.push_back(s.segment(0, tokens.size(), step.tokens.size()));
+    const size_t rows = step.which == Logits::All ? step.tokens.size() : step.which == Logits::None ? 0 : 1;
+    for (size_t r = step.tokens.size() - rows; r < step.tokens.size(); ++r)
+      logit_rows.push_back(tokens.size() + r);
+    tokens.insert(tokens.end(), step.tokens.begin(), step.tokens.end());
+  }
+  for (const SessionStep& step : steps) {
+    Session::Impl& s = *step.session->impl_;
+    s.logits_kept = false;
+    if (step.prompt_rest > 0)
+      for (KVCache& cache : s.caches) cache.continue_prompt(step.prompt_rest);
+  }
+  const size_t vocab = first->model.config().vocab;
+  std::vector<float> logits(logit_rows.size() * vocab);
+  runtime::cpu_forward(first->model, first->ropes, tokens, segments, logit_rows, logits.data());
+  std::vector<std::vector<float>> out(steps.size());
+  size_t row = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const SessionStep& step = steps[i];
+    Session::Impl& s = *step.session->impl_;
+    s.finish_step(0, step.tokens);
+    const size_t rows = step.which == Logits::All ? step.tokens.size() : step.which == Logits::None ? 0 : 1;
+    const auto begin = logits.begin() + static_cast<std::ptrdiff_t>(row * vocab);
+    const auto end = begin + static_cast<std::ptrdiff_t>(rows * vocab);
+    if (step.which == Logits::Sample) {
+      s.kept.assign(begin, end);
+      s.logits_kept = true;
+    } else {
+      out[i].assign(begin, end);
+    }
+    row += rows;
+  }
+  return out;
 }
 
 int32_t Session::sample(Sampler& sampler) { return sample_batch(std::span(&sampler, 1)).front(); }

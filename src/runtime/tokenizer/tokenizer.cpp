@@ -138,4 +138,13 @@ const std::string& Tokenizer::token_text(int32_t id) const {
   return impl_->vocab.text(id);
 }
 
+size_t complete_utf8(std::string_view text) {
+  size_t i = text.size(), back = 0;
+  while (i > 0 && back < 4 && (static_cast<unsigned char>(text[i - 1]) & 0xC0) == 0x80) --i, ++back;
+  if (i == 0) return text.size();
+  const unsigned char lead = static_cast<unsigned char>(text[i - 1]);
+  const size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+  return back + 1 >= need ? text.size() : i - 1;
+}
+
 }  // namespace veloxquant
