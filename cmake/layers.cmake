@@ -27,7 +27,7 @@ set(VELOXQUANT_LAYER_kv_USES core cuda)
 # perplexity, the calibrate pass.
 set(VELOXQUANT_LAYER_runtime_DIRS src/runtime)
 set(VELOXQUANT_LAYER_runtime_HEADERS gguf.h tokenizer.h model.h observer.h session_file.h
-  generate.h perplexity.h calibrate.h)
+  generate.h perplexity.h calibrate.h chat_template.h)
 set(VELOXQUANT_LAYER_runtime_USES core cuda kv)
 
 # Measuring methods: `eval`, needle recall, synthetic KV benchmarks.
