@@ -51,6 +51,8 @@ endfunction()
 veloxquant_pkg_config(veloxquant-kv "VeloxQuant KV-cache codecs and compressed caches" veloxquant_kv)
 veloxquant_pkg_config(veloxquant-runtime "VeloxQuant GGUF runtime over compressed caches"
   veloxquant_runtime veloxquant_kv)
+veloxquant_pkg_config(veloxquant-serve "VeloxQuant's OpenAI-compatible server and its scheduler"
+  veloxquant_serve veloxquant_runtime veloxquant_kv)
 veloxquant_pkg_config(veloxquant "VeloxQuant: every layer" veloxquant_eval veloxquant_runtime
   veloxquant_kv)
 

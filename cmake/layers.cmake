@@ -2,7 +2,7 @@
 # files and those of the layers it USES, never one above: cmake/check_layers.cmake enforces it on
 # every build. Each layer names its folders under src/ and its public headers in
 # include/veloxquant/; a folder or header in no layer fails the check too.
-set(VELOXQUANT_LAYERS core cuda kv runtime eval)
+set(VELOXQUANT_LAYERS core cuda kv runtime eval serve)
 
 # Numeric building blocks: tensors, SIMD, BLAS, RoPE, rotations, bit packing, the thread pool,
 # spec parsing, and sampling a token from logits.
@@ -34,3 +34,8 @@ set(VELOXQUANT_LAYER_runtime_USES core cuda kv)
 set(VELOXQUANT_LAYER_eval_DIRS src/eval)
 set(VELOXQUANT_LAYER_eval_HEADERS eval.h)
 set(VELOXQUANT_LAYER_eval_USES core cuda kv runtime)
+
+# Serving: the OpenAI-compatible HTTP server and its continuous-batching scheduler.
+set(VELOXQUANT_LAYER_serve_DIRS src/serve)
+set(VELOXQUANT_LAYER_serve_HEADERS serve.h)
+set(VELOXQUANT_LAYER_serve_USES core cuda kv runtime)

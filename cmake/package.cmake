@@ -22,5 +22,5 @@ set(CPACK_COMPONENTS_GROUPING ALL_COMPONENTS_IN_ONE)
 set(CPACK_COMPONENTS_ALL dev cli)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS
-  "libeigen3-dev, libfmt-dev, libhwy-dev, libopenblas-dev, nlohmann-json3-dev, pkg-config")
+  "libcpp-httplib-dev, libeigen3-dev, libfmt-dev, libhwy-dev, libopenblas-dev, nlohmann-json3-dev, pkg-config")
 include(CPack)

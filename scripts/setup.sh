@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake ninja-build pkg-config libgtest-dev libbenchmark-dev
-          libeigen3-dev libhwy-dev libopenblas-dev libcli11-dev libfmt-dev nlohmann-json3-dev
+          libeigen3-dev libhwy-dev libopenblas-dev libcli11-dev libfmt-dev nlohmann-json3-dev libcpp-httplib-dev
           python3 python3-venv
           # CI's sanitizer and fuzzing builds (docs/reliability.md): clang and its sanitizer
           # runtimes with libFuzzer; its format and lint checks (scripts/check_format.sh,

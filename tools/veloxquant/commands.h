@@ -20,5 +20,6 @@ Command add_eval_command(CLI::App& app);
 Command add_calibrate_command(CLI::App& app);
 Command add_precompute_command(CLI::App& app);
 Command add_tokenize_command(CLI::App& app);
+Command add_serve_command(CLI::App& app);
 
 }  // namespace veloxquant::cli

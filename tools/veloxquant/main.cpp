@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   add(veloxquant::cli::add_session_command);
   add(veloxquant::cli::add_calibrate_command);
   add(veloxquant::cli::add_precompute_command);
+  add(veloxquant::cli::add_serve_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
