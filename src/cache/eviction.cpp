@@ -77,17 +77,25 @@ void KVCache::Impl::evict() {
   const size_t appended = pending;
   pending = 0;
   if (!policy->evicts_after(appended, prompt_step)) return;
+  if (policy->reads_contents()) {
+    const size_t d = shape.head_dim;
+    for (size_t h = 0; h < shape.kv_heads; ++h) {
+      std::vector<float> k(stored(h) * d), v(stored(h) * d);
+      decode_head(h, k.data(), v.data());
+      policy->score_contents(h, k.data(), v.data(), stored(h), last_position + 1, rope, scores[h].score);
+    }
+  }
   const std::vector<size_t> budgets = policy->head_budgets(scores);
   const size_t row_bytes = fp16.code_bytes(1);
   for (size_t h = 0; h < shape.kv_heads; ++h) {
     const size_t budget = std::max(budgets[h], min_budget);
     if (stored(h) <= budget) continue;
     const CacheStream &ks = keys[h], &vs = values[h];
-    const std::vector<Unit> units = stored_units(
-        sinks, ks.encoded + ks.tail_tokens, {ks.encoded, codecs.key->block_tokens()},
-        {vs.encoded, codecs.value->block_tokens()});
-    const std::vector<bool> keep =
-        keep_units(units, scores[h].score, budget, sinks, policy->protected_recent());
+    const std::vector<Unit> units = stored_units(sinks, ks.encoded + ks.tail_tokens,
+                                                 {ks.encoded, codecs.key->block_tokens()},
+                                                 {vs.encoded, codecs.value->block_tokens()});
+    const std::vector<bool> keep = keep_units(units, scores[h].score, budget, sinks,
+                                              policy->protected_recent());
     std::vector<Unit> kept;  // stream coordinates; the sinks always stay
     for (size_t u = 0; u < units.size(); ++u) {
       if (keep[u] && units[u].begin >= sinks) kept.push_back({units[u].begin - sinks, units[u].end - sinks});

@@ -38,20 +38,23 @@ void check_storable(const std::vector<float>& x, const char* what, const LayerSh
     const bool finite = std::isfinite(x[i]);
     if (finite && std::fabs(x[i]) <= 65504.0f) continue;
     const size_t row = shape.kv_heads * shape.head_dim, t = i / row;
-    throw ShapeError(fmt::format(
-        "layer {} {}: token {} of the append (cache position {}), head {}, channel {} is {}; {}",
-        shape.layer, what, t, first_token + t, i % row / shape.head_dim, i % shape.head_dim, x[i],
-        finite ? "expected |x| <= 65504 (the fp16 range recent tokens are stored in)"
-               : "expected a finite number"));
+    throw ShapeError(
+        fmt::format("layer {} {}: token {} of the append (cache position {}), head {}, channel {} is {}; {}",
+                    shape.layer, what, t, first_token + t, i % row / shape.head_dim, i % shape.head_dim, x[i],
+                    finite ? "expected |x| <= 65504 (the fp16 range recent tokens are stored in)"
+                           : "expected a finite number"));
   }
 }
 
 }  // namespace
 
 KVCache::Impl::Impl(Spec s, const LayerShape& sh, std::shared_ptr<CrossLayerCoordinator> coordinator)
-    : spec(std::move(s)), shape(with_calibration(spec, sh)), codecs(spec.method->make(spec.params, shape)),
+    : spec(std::move(s)),
+      shape(with_calibration(spec, sh)),
+      codecs(spec.method->make(spec.params, shape)),
       fp16(sh.head_dim),
-      keys(sh.kv_heads), values(sh.kv_heads) {
+      keys(sh.kv_heads),
+      values(sh.kv_heads) {
   pre_rope = spec.method->keys_before_rope;
   rope = sh.rope;
   salient = codecs.key->wants_attention() || codecs.value->wants_attention();
@@ -63,7 +66,8 @@ KVCache::Impl::Impl(Spec s, const LayerShape& sh, std::shared_ptr<CrossLayerCoor
   // so that all of a model's layers see their own step's tokens in fp16 alike.
   held = salient || spec.method->cross_layer();
   if (spec.method->cross_layer() && spec.eviction) {
-    throw SpecError(spec.to_string() + ": " + spec.method->name + " stores adjacent layers' tokens "
+    throw SpecError(spec.to_string() + ": " + spec.method->name +
+                    " stores adjacent layers' tokens "
                     "together and an eviction policy drops tokens per layer; combining the two is "
                     "not supported: expected a spec without a policy");
   }
@@ -75,7 +79,8 @@ KVCache::Impl::Impl(Spec s, const LayerShape& sh, std::shared_ptr<CrossLayerCoor
   }
   if (!spec.eviction) return;
   if (salient) {
-    throw SpecError(spec.to_string() + ": " + spec.method->name + " chooses how to store each "
+    throw SpecError(spec.to_string() + ": " + spec.method->name +
+                    " chooses how to store each "
                     "token by the attention it receives and an eviction policy drops tokens by "
                     "the same attention; combining the two is not supported: expected a spec "
                     "without a policy");
@@ -90,11 +95,11 @@ KVCache::Impl::Impl(Spec s, const LayerShape& sh, std::shared_ptr<CrossLayerCoor
   min_budget = policy->sinks() + policy->protected_recent() + block - 1;
   const size_t asked = static_cast<size_t>(spec.eviction_params.get_int("budget"));
   if (asked < min_budget) {
-    throw SpecError(fmt::format(
-        "{}: budget={} is below the {} tokens the policy always keeps ({} sinks + {} protected "
-        "newest + {} for a {}-token block of the quantizer); expected budget >= {}",
-        spec.to_string(), asked, min_budget, policy->sinks(), policy->protected_recent(),
-        block - 1, block, min_budget));
+    throw SpecError(
+        fmt::format("{}: budget={} is below the {} tokens the policy always keeps ({} sinks + {} protected "
+                    "newest + {} for a {}-token block of the quantizer); expected budget >= {}",
+                    spec.to_string(), asked, min_budget, policy->sinks(), policy->protected_recent(),
+                    block - 1, block, min_budget));
   }
   // A layer's share (pyramidkv's deepest layers) may fall below it: raised, so it can be met.
   policy->set_budget(std::max(policy->budget(), min_budget));
@@ -134,8 +139,8 @@ void KVCache::Impl::fit_streams_if_due() {
     }
     std::vector<std::vector<uint8_t>> states = prototype.fit_streams(x.data(), n, h);
     if (states.size() != h) {
-      throw Error(fmt::format("{}: the codec fitted {} stream states for {} KV heads",
-                              spec.to_string(), states.size(), h));
+      throw Error(fmt::format("{}: the codec fitted {} stream states for {} KV heads", spec.to_string(),
+                              states.size(), h));
     }
     for (size_t head = 0; head < h; ++head) fitted.push_back(prototype.with_states(states, head));
     for (size_t head = 0; head < h; ++head) streams[head].state = std::move(states[head]);
@@ -191,40 +196,44 @@ void KVCache::Impl::encode_pair_aged() {
         lead.values[head].encoded != next.values[head].encoded) {
       throw Error(fmt::format("{}: layers {} and {} are a pair but KV head {} has encoded {} and {} "
                               "key tokens; expected the same (was one layer restored alone?)",
-                              spec.to_string(), pair->leader, pair->leader + 1, head,
-                              lead.keys[head].encoded, next.keys[head].encoded));
+                              spec.to_string(), pair->leader, pair->leader + 1, head, lead.keys[head].encoded,
+                              next.keys[head].encoded));
     }
   }
-  parallel_for(h, [&](size_t head) {
-    for (const bool is_key : {true, false}) {
-      CacheStream& a = (is_key ? lead.keys : lead.values)[head];
-      CacheStream& b = (is_key ? next.keys : next.values)[head];
-      const PairCodec& codec = pair_codec(is_key);
-      const size_t block = codec.block_tokens(), common = std::min(a.tail_tokens, b.tail_tokens);
-      if (common < codecs.residual + block) continue;
-      const size_t m = (common - codecs.residual) / block * block;
-      std::vector<float> xa(m * d), xb(m * d);
-      fp16.decode(a.tail.data(), m, xa.data());
-      fp16.decode(b.tail.data(), m, xb.data());
-      const size_t at_a = a.codes.size(), at_b = b.codes.size();
-      a.codes.resize(at_a + codec.leader_bytes(m));
-      b.codes.resize(at_b + codec.follower_bytes(m));
-      codec.encode(xa.data(), xb.data(), m, a.codes.data() + at_a, b.codes.data() + at_b);
-      for (CacheStream* s : {&a, &b}) {
-        s->encoded += m;
-        s->tail.erase(s->tail.begin(), s->tail.begin() + static_cast<std::ptrdiff_t>(m * row_bytes));
-        s->tail_tokens -= m;
-      }
-    }
-  }, std::min(lead.keys[0].tail_tokens, next.keys[0].tail_tokens) * d * h >= kParallelAppendElements);
+  parallel_for(
+      h,
+      [&](size_t head) {
+        for (const bool is_key : {true, false}) {
+          CacheStream& a = (is_key ? lead.keys : lead.values)[head];
+          CacheStream& b = (is_key ? next.keys : next.values)[head];
+          const PairCodec& codec = pair_codec(is_key);
+          const size_t block = codec.block_tokens(), common = std::min(a.tail_tokens, b.tail_tokens);
+          if (common < codecs.residual + block) continue;
+          const size_t m = (common - codecs.residual) / block * block;
+          std::vector<float> xa(m * d), xb(m * d);
+          fp16.decode(a.tail.data(), m, xa.data());
+          fp16.decode(b.tail.data(), m, xb.data());
+          const size_t at_a = a.codes.size(), at_b = b.codes.size();
+          a.codes.resize(at_a + codec.leader_bytes(m));
+          b.codes.resize(at_b + codec.follower_bytes(m));
+          codec.encode(xa.data(), xb.data(), m, a.codes.data() + at_a, b.codes.data() + at_b);
+          for (CacheStream* s : {&a, &b}) {
+            s->encoded += m;
+            s->tail.erase(s->tail.begin(), s->tail.begin() + static_cast<std::ptrdiff_t>(m * row_bytes));
+            s->tail_tokens -= m;
+          }
+        }
+      },
+      std::min(lead.keys[0].tail_tokens, next.keys[0].tail_tokens) * d * h >= kParallelAppendElements);
 }
 
 void KVCache::Impl::encode_all_aged() {
   if (pair) return encode_pair_aged();
   fit_streams_if_due();
   const size_t h = shape.kv_heads;
-  parallel_for(h, [&](size_t head) { encode_aged(head); },
-               keys[0].tail_tokens * shape.head_dim * h >= kParallelAppendElements);
+  parallel_for(
+      h, [&](size_t head) { encode_aged(head); },
+      keys[0].tail_tokens * shape.head_dim * h >= kParallelAppendElements);
   if (!salient) return;
   // What every stream of every head has encoded no longer needs its attention.
   size_t first = keys[0].encoded;
@@ -291,8 +300,8 @@ KVCache::Impl::Encoded KVCache::Impl::encoded(size_t head, bool is_key) const {
   const size_t lead_encoded = lead ? (is_key ? lead->keys : lead->values)[head].encoded : 0;
   if (lead_encoded != s.encoded) {
     throw Error(fmt::format("{}: layer {} reads its encoded tokens through layer {}, which {}; "
-                            "expected {} encoded tokens in KV head {} there", spec.to_string(),
-                            shape.layer, pair->leader,
+                            "expected {} encoded tokens in KV head {} there",
+                            spec.to_string(), shape.layer, pair->leader,
                             lead ? fmt::format("holds {}", lead_encoded) : std::string("no longer exists"),
                             s.encoded, head));
   }
@@ -341,8 +350,8 @@ KVCache::KVCache(Spec spec, const LayerShape& shape) : KVCache(std::move(spec), 
 KVCache::KVCache(Spec spec, const LayerShape& shape, std::shared_ptr<CrossLayerCoordinator> cross) {
   if (spec.method == nullptr) throw SpecError("KVCache needs a parsed spec");
   if (shape.kv_heads == 0 || shape.head_dim == 0) {
-    throw ShapeError("layer shape kv_heads=" + std::to_string(shape.kv_heads) + " head_dim=" +
-                     std::to_string(shape.head_dim) + "; expected both >= 1");
+    throw ShapeError("layer shape kv_heads=" + std::to_string(shape.kv_heads) +
+                     " head_dim=" + std::to_string(shape.head_dim) + "; expected both >= 1");
   }
   impl_ = std::make_unique<Impl>(std::move(spec), shape, std::move(cross));
   if (impl_->codecs.key->dim() != shape.head_dim || impl_->codecs.value->dim() != shape.head_dim) {
@@ -372,8 +381,8 @@ void KVCache::append(const TensorView& k, const TensorView& v, std::span<const i
   append_checked(k, v, positions, &rope);
 }
 
-void KVCache::append_checked(const TensorView& k, const TensorView& v,
-                             std::span<const int64_t> positions, const RopeParams* rope) {
+void KVCache::append_checked(const TensorView& k, const TensorView& v, std::span<const int64_t> positions,
+                             const RopeParams* rope) {
   Impl& m = *impl_;
   const size_t h = m.shape.kv_heads, d = m.shape.head_dim;
   check_kv(k, "keys", h, d);
@@ -390,8 +399,8 @@ void KVCache::append_checked(const TensorView& k, const TensorView& v,
   const size_t n = k.dim(0), row = h * d;
   // The sequence's first tokens become the policy's sinks while there are sinks to fill: they
   // keep their keys before RoPE, to be rotated to their cache positions at attend time.
-  const size_t sinks = m.policy && m.tokens < m.policy->sinks()
-                           ? std::min(n, m.policy->sinks() - m.tokens) : 0;
+  const size_t sinks = m.policy && m.tokens < m.policy->sinks() ? std::min(n, m.policy->sinks() - m.tokens)
+                                                                : 0;
   // A method that stores keys before RoPE (MethodInfo::keys_before_rope) gets them all as they
   // come, rotated when they are read; without a policy a token's position is its index in the
   // cache (stream_position), so the positions must count on from the tokens held.
@@ -401,7 +410,8 @@ void KVCache::append_checked(const TensorView& k, const TensorView& v,
       if (positions[t] != static_cast<int64_t>(m.tokens + t)) {
         throw ShapeError(fmt::format("{}: token {} of the append has position {}; this cache stores "
                                      "keys before RoPE and rotates token i to position i, so "
-                                     "expected {}", m.spec.to_string(), t, positions[t], m.tokens + t));
+                                     "expected {}",
+                                     m.spec.to_string(), t, positions[t], m.tokens + t));
       }
     }
     m.rope = m.shape.rope = *rope;  // shape() then tells save_caches the keys need it
@@ -413,21 +423,24 @@ void KVCache::append_checked(const TensorView& k, const TensorView& v,
   }
   // Held blocks are encoded before new tokens arrive: their step's queries have attended.
   if (m.held) m.encode_all_aged();
-  parallel_for(h, [&](size_t head) {
-    if (sinks) {
-      for (size_t t = 0; t < sinks; ++t) {
-        const size_t at = m.sink_keys[head].size(), bytes = m.fp16.code_bytes(1);
-        m.sink_keys[head].resize(at + bytes);
-        m.sink_values[head].resize(at + bytes);
-        m.fp16.encode(kf.data() + t * row + head * d, 1, m.sink_keys[head].data() + at);
-        m.fp16.encode(vf.data() + t * row + head * d, 1, m.sink_values[head].data() + at);
-      }
-    }
-    if (n > sinks) {
-      m.push(m.keys[head], kf.data() + sinks * row + head * d, n - sinks, row);
-      m.push(m.values[head], vf.data() + sinks * row + head * d, n - sinks, row);
-    }
-  }, n * row >= kParallelAppendElements);
+  parallel_for(
+      h,
+      [&](size_t head) {
+        if (sinks) {
+          for (size_t t = 0; t < sinks; ++t) {
+            const size_t at = m.sink_keys[head].size(), bytes = m.fp16.code_bytes(1);
+            m.sink_keys[head].resize(at + bytes);
+            m.sink_values[head].resize(at + bytes);
+            m.fp16.encode(kf.data() + t * row + head * d, 1, m.sink_keys[head].data() + at);
+            m.fp16.encode(vf.data() + t * row + head * d, 1, m.sink_values[head].data() + at);
+          }
+        }
+        if (n > sinks) {
+          m.push(m.keys[head], kf.data() + sinks * row + head * d, n - sinks, row);
+          m.push(m.values[head], vf.data() + sinks * row + head * d, n - sinks, row);
+        }
+      },
+      n * row >= kParallelAppendElements);
   m.sinks += sinks;
   if (m.salient) {
     for (size_t head = 0; head < h; ++head) {
@@ -464,6 +477,13 @@ void KVCache::attend_observed(const TensorView& q, float* out) {
     for (size_t h = 0; h < mass.size(); ++h) mass[h].assign(m.stored(h), 0.0f);
   }
   attend_into(q, out, AttendPath::Auto, observed ? &mass : nullptr);
+  if (m.policy && m.policy->reads_contents()) {
+    // The queries belong to the newest tokens, whose positions every head holds last.
+    const std::vector<int64_t>& positions = m.scores.front().position;
+    const std::vector<float> qf = to_f32_checked(q, "queries");
+    m.policy->observe_queries(qf.data(), q.dim(0), q.dim(1), positions.data() + positions.size() - q.dim(0),
+                              m.rope);
+  }
   if (m.policy) m.policy->observe(mass, m.scores, m.prompt_step);
   else if (observed) m.note_attention(mass, q.dim(0), q.dim(1) / m.shape.kv_heads);
 }
@@ -483,8 +503,8 @@ void KVCache::attend_into(const TensorView& q, float* out, AttendPath path,
   }
   const size_t nq = q.dim(0), qh = q.dim(1), group = qh / h;
   if (nq == 0 || nq > fewest) {
-    throw ShapeError("attend got " + std::to_string(nq) + " query tokens with " +
-                     std::to_string(fewest) + " cached; expected 1.." + std::to_string(fewest));
+    throw ShapeError("attend got " + std::to_string(nq) + " query tokens with " + std::to_string(fewest) +
+                     " cached; expected 1.." + std::to_string(fewest));
   }
   const std::vector<float> qf = to_f32_checked(q, "queries");
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
@@ -494,30 +514,33 @@ void KVCache::attend_into(const TensorView& q, float* out, AttendPath path,
   const size_t observed_from = mass ? nq - m.observed_queries(nq) : nq;
   // Each job adds its rows' probabilities into a buffer of its own; summed per head afterwards.
   std::vector<std::vector<float>> job_mass(mass ? h * chunks : 0);
-  parallel_for(h * chunks, [&](size_t job) {
-    const size_t head = job / chunks, i0 = job % chunks * chunk;
-    const size_t ni = std::min(chunk, nq - i0), rows = ni * group;
-    float* qs = attend_scratch(4, rows * d);
-    float* o = attend_scratch(5, rows * d);
-    for (size_t i = 0; i < ni; ++i)
-      for (size_t g = 0; g < group; ++g)
-        for (size_t c = 0; c < d; ++c)
-          qs[(i * group + g) * d + c] = qf[((i0 + i) * qh + head * group + g) * d + c] * scale;
-    float* job_rows_mass = nullptr;
-    if (mass && i0 + ni > observed_from) {
-      job_mass[job].assign(m.stored(head), 0.0f);
-      job_rows_mass = job_mass[job].data();
-    }
-    const Impl::Rows r{qs, rows, group, i0, nq, job_rows_mass, observed_from};
-    AttendPath p = path;
-    if (p == AttendPath::Auto) p = rows >= kDecodedRows ? AttendPath::Decoded : AttendPath::Fused;
-    if (p == AttendPath::Fused) m.attend_fused(head, r, o);
-    else if (p == AttendPath::Decoded) m.attend_decoded(head, r, o);
-    else m.attend_reference(head, r, o);
-    for (size_t i = 0; i < ni; ++i)
-      for (size_t g = 0; g < group; ++g)
-        std::copy_n(o + (i * group + g) * d, d, out + ((i0 + i) * qh + head * group + g) * d);
-  }, nq * qh * most * d >= kParallelAttendMacs);
+  parallel_for(
+      h * chunks,
+      [&](size_t job) {
+        const size_t head = job / chunks, i0 = job % chunks * chunk;
+        const size_t ni = std::min(chunk, nq - i0), rows = ni * group;
+        float* qs = attend_scratch(4, rows * d);
+        float* o = attend_scratch(5, rows * d);
+        for (size_t i = 0; i < ni; ++i)
+          for (size_t g = 0; g < group; ++g)
+            for (size_t c = 0; c < d; ++c)
+              qs[(i * group + g) * d + c] = qf[((i0 + i) * qh + head * group + g) * d + c] * scale;
+        float* job_rows_mass = nullptr;
+        if (mass && i0 + ni > observed_from) {
+          job_mass[job].assign(m.stored(head), 0.0f);
+          job_rows_mass = job_mass[job].data();
+        }
+        const Impl::Rows r{qs, rows, group, i0, nq, job_rows_mass, observed_from};
+        AttendPath p = path;
+        if (p == AttendPath::Auto) p = rows >= kDecodedRows ? AttendPath::Decoded : AttendPath::Fused;
+        if (p == AttendPath::Fused) m.attend_fused(head, r, o);
+        else if (p == AttendPath::Decoded) m.attend_decoded(head, r, o);
+        else m.attend_reference(head, r, o);
+        for (size_t i = 0; i < ni; ++i)
+          for (size_t g = 0; g < group; ++g)
+            std::copy_n(o + (i * group + g) * d, d, out + ((i0 + i) * qh + head * group + g) * d);
+      },
+      nq * qh * most * d >= kParallelAttendMacs);
   for (size_t job = 0; job < job_mass.size(); ++job) {
     std::vector<float>& into = (*mass)[job / chunks];
     for (size_t t = 0; t < job_mass[job].size(); ++t) into[t] += job_mass[job][t];
@@ -557,12 +580,8 @@ std::vector<int64_t> KVCache::positions(size_t head) const {
 size_t KVCache::tokens() const { return impl_->tokens; }
 size_t KVCache::kv_heads() const { return impl_->shape.kv_heads; }
 size_t KVCache::head_dim() const { return impl_->shape.head_dim; }
-size_t KVCache::key_bytes() const {
-  return impl_->stream_bytes(true);
-}
-size_t KVCache::value_bytes() const {
-  return impl_->stream_bytes(false);
-}
+size_t KVCache::key_bytes() const { return impl_->stream_bytes(true); }
+size_t KVCache::value_bytes() const { return impl_->stream_bytes(false); }
 size_t KVCache::fp16_bytes() const { return 2 * 2 * impl_->tokens * kv_heads() * head_dim(); }
 std::vector<float> KVCache::decode_keys() const { return impl_->decode_all(true); }
 std::vector<float> KVCache::decode_values() const { return impl_->decode_all(false); }

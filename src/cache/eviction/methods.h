@@ -9,4 +9,5 @@ MethodInfo streaming_llm_method();
 MethodInfo h2o_method();
 MethodInfo squeeze_method();
 MethodInfo tova_method();
+MethodInfo expected_attention_method();
 }  // namespace veloxquant

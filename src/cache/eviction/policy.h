@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "veloxquant/rope.h"
+
 namespace veloxquant {
 
 // Per KV head, one entry per stored token in storage order (sinks first, then oldest to newest).
@@ -57,6 +59,18 @@ class EvictionPolicy {
   // The layer's budget comes from measured layer importance (squeeze): the runtime measures it on
   // the first forward step and sets every layer's budget before the first eviction.
   virtual bool wants_layer_importance() const { return false; }
+
+  // A policy that scores tokens by their contents (expected_attention) rather than by the
+  // attention paid so far: it sees every attend call's queries ([nq, q_heads, head_dim], as
+  // attended, i.e. rotated to `positions` by `rope`), and before a selection it scores each head's
+  // stored tokens from their keys (rotated to their positions) and values, [n, head_dim] each, in
+  // storage order; `next_position` is where the next token will sit.
+  virtual bool reads_contents() const { return false; }
+  virtual void observe_queries(const float* /*q*/, size_t /*nq*/, size_t /*q_heads*/,
+                               const int64_t* /*positions*/, const RopeParams& /*rope*/) {}
+  virtual void score_contents(size_t /*head*/, const float* /*keys*/, const float* /*values*/, size_t /*n*/,
+                              int64_t /*next_position*/, const RopeParams& /*rope*/,
+                              std::vector<float>& /*score*/) {}
 
  protected:
   size_t budget_;

@@ -25,9 +25,9 @@ class EvictionConformance : public ::testing::TestWithParam<std::tuple<std::stri
   std::string spec() const {
     return std::get<0>(GetParam()) + ":budget=" + std::to_string(kBudget) + "+" + std::get<1>(GetParam());
   }
-  bool prompts_only() const {  // SnapKV and its relatives compress prompts, never decoded tokens
+  bool prompts_only() const {  // SnapKV's relatives and Expected Attention compress prompts only
     const std::string& p = std::get<0>(GetParam());
-    return p == "snapkv" || p == "pyramidkv" || p == "adakv";
+    return p == "snapkv" || p == "pyramidkv" || p == "adakv" || p == "expected_attention";
   }
 };
 
