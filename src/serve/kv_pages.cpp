@@ -55,6 +55,12 @@ KvByteModel measure_kv_bytes(const Model& model, const std::string& spec_text, s
   if (points.size() < 2)
     throw Error("measure_kv_bytes up to " + std::to_string(up_to) + " tokens; expected >= 128");
   KvByteModel m;
+  size_t t0 = 0, b0 = 0;
+  for (const auto& [t, b] : points) {
+    m.fastest = std::max(m.fastest,
+                         (static_cast<double>(b) - static_cast<double>(b0)) / static_cast<double>(t - t0));
+    t0 = t, b0 = b;
+  }
   const auto& [t1, b1] = points[points.size() - 2];
   const auto& [t2, b2] = points.back();
   m.per_token = std::max(0.0,

@@ -13,6 +13,7 @@ namespace veloxquant::serve {
 // state), `per_token` is the steady rate; an evicting cache's plateau shows as per_token 0.
 struct KvByteModel {
   double fixed = 0, per_token = 0;
+  double fastest = 0;  // the most bytes per token between two measured points (from 0 tokens)
   size_t bytes(size_t tokens) const;
 };
 
@@ -21,7 +22,8 @@ struct KvByteModel {
 // token counts up to `up_to`, and scales by the layer count.
 KvByteModel measure_kv_bytes(const Model& model, const std::string& spec, size_t up_to = 2048);
 
-// Pages of `page_tokens` tokens' worth of bytes out of a fixed budget. Sequences hold
+// Pages of `page_tokens` tokens' worth of bytes (at the steady rate, or at the fastest one for a
+// cache whose bytes level off, such as an evicting one) out of a fixed budget. Sequences hold
 // pages_for(tokens) pages; take() and give() move them, and nothing is ever given twice.
 class PagePool {
  public:

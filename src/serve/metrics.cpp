@@ -78,6 +78,8 @@ std::string Metrics::prometheus() const {
   metric("veloxquant_kv_pages_total", "gauge", "KV pages of the pool.", gauges_.pages_total);
   metric("veloxquant_kv_pages_free", "gauge", "KV pages free.", gauges_.pages_free);
   metric("veloxquant_kv_page_bytes", "gauge", "Bytes of one KV page.", gauges_.page_bytes);
+  metric("veloxquant_kv_pages_used_peak", "gauge", "The most KV pages in use at once since the start.",
+         gauges_.pages_used_peak);
   metric("veloxquant_kv_fixed_bytes", "gauge",
          "Bytes a sequence's caches take whatever its length (measured at start).", gauges_.fixed_bytes);
   metric("veloxquant_kv_bytes_per_token", "gauge",

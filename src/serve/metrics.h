@@ -28,6 +28,7 @@ class Histogram {
 struct Gauges {
   size_t running = 0, queued = 0;
   size_t pages_total = 0, pages_free = 0, page_bytes = 0;
+  size_t pages_used_peak = 0;                   // the most pages in use at once since the start
   double fixed_bytes = 0, bytes_per_token = 0;  // the spec's measured line (KvByteModel)
   size_t kv_bytes_stored = 0;  // what the running sequences' caches store now (Session::kv_bytes)
 };

@@ -212,8 +212,7 @@ void Scheduler::preempt(Sequence& s) {
   running_.erase(it);
 }
 
-bool Scheduler::grow(Sequence& s, size_t tokens, std::vector<Planned>& step, size_t& budget) {
-  const size_t need = pages_.pages_for(tokens);
+bool Scheduler::grow_to(Sequence& s, size_t need, std::vector<Planned>& step, size_t& budget) {
   if (need <= s.pages) return true;
   while (!pages_.take(need - s.pages)) {
     // The newest other sequence gives its pages back and waits to be recomputed.
@@ -230,6 +229,20 @@ bool Scheduler::grow(Sequence& s, size_t tokens, std::vector<Planned>& step, siz
   }
   s.pages = need;
   return true;
+}
+
+bool Scheduler::settle(Sequence& s) {
+  const size_t page = pages_.page_bytes();
+  const size_t stored = (s.session->kv_bytes() + page - 1) / page;
+  const size_t want = std::max(stored, pages_.pages_for(s.fed + 1));
+  if (want < s.pages) {
+    pages_.give(s.pages - want);
+    s.pages = want;
+    return true;
+  }
+  std::vector<Planned> none;
+  size_t budget = 0;
+  return grow_to(s, want, none, budget);
 }
 
 void Scheduler::after_step(Sequence& s) {
@@ -257,6 +270,7 @@ void Scheduler::publish_gauges() {
   g.queued = queue_.size();
   g.pages_total = pages_.total();
   g.pages_free = pages_.free();
+  g.pages_used_peak = peak_used_ = std::max(peak_used_, pages_.used());
   g.page_bytes = pages_.page_bytes();
   g.fixed_bytes = pages_.byte_model().fixed;
   g.bytes_per_token = pages_.byte_model().per_token;
@@ -290,7 +304,7 @@ void Scheduler::loop() {
     for (Sequence* s : order) {
       if (!s->session || budget == 0) continue;  // preempted while the step was composed
       const size_t n = std::min(budget, s->tokens.size() - s->fed);
-      if (!grow(*s, s->fed + n + 1, step, budget)) {
+      if (!grow_to(*s, pages_.pages_for(s->fed + n + 1), step, budget)) {
         finish(*s, FinishReason::Error, "the KV pages cannot hold this sequence");
         continue;
       }
@@ -312,11 +326,16 @@ void Scheduler::loop() {
     }
     lock.lock();
     for (const auto& [s, n] : step) {
+      if (!s->session) continue;  // preempted for another's pages earlier in this loop
       if (!failure.empty()) {
         finish(*s, FinishReason::Error, failure);
         continue;
       }
       s->fed += n;
+      if (!settle(*s)) {
+        finish(*s, FinishReason::Error, "the KV memory cannot hold this sequence's caches");
+        continue;
+      }
       if (s->fed == s->tokens.size()) after_step(*s);
     }
   }

@@ -108,10 +108,13 @@ class Scheduler {
   void loop();
   void admit();
   void retire_finished();
-  // Takes the pages s needs to hold `tokens`, preempting the newest other sequences (and taking
-  // them out of the step, their tokens back into its budget) until they fit; false if s alone
-  // cannot have them.
-  bool grow(Sequence& s, size_t tokens, std::vector<Planned>& step, size_t& budget);
+  // Takes pages until s holds `need`, preempting the newest other sequences (and taking them out
+  // of the step, their tokens back into its budget) until they fit; false if s alone cannot.
+  bool grow_to(Sequence& s, size_t need, std::vector<Planned>& step, size_t& budget);
+  // After a step, s holds what its caches store or the line forecasts for its next token,
+  // whichever is more: an evicting cache takes pages while it holds a whole prompt and gives them
+  // back once it selects. False when s alone cannot have them.
+  bool settle(Sequence& s);
   void preempt(Sequence& s);
   void after_step(Sequence& s);
   void finish(Sequence& s, FinishReason reason, const std::string& error = "");
@@ -122,6 +125,7 @@ class Scheduler {
   Metrics& metrics_;
   size_t context_;
   PagePool pages_;
+  size_t peak_used_ = 0;
   std::mutex mutex_;
   std::condition_variable wake_, idle_;
   std::deque<std::unique_ptr<Sequence>> queue_;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <thread>
 
 #include "expect_error.h"
 #include "runtime/model_files.h"
@@ -82,6 +83,16 @@ TEST(Serve, ParseBytes) {
                     "expected a positive number of bytes");
 }
 
+// The gauges once the scheduler is idle again: it publishes them before each step.
+Gauges idle_gauges(const Metrics& metrics) {
+  for (int i = 0; i < 1000; ++i) {
+    const Gauges g = metrics.gauges();
+    if (g.running == 0 && g.queued == 0 && g.pages_free == g.pages_total) return g;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return metrics.gauges();
+}
+
 std::string collect(RequestHandle& h, RequestHandle::Update& end) {
   std::string text;
   while (!end.finished) {
@@ -117,9 +128,31 @@ TEST(Scheduler, ConcurrentRequestsEachEqualTheirOwnGreedyContinuation) {
     EXPECT_EQ(text, tok.decode(generated, false)) << prompts[i];
     EXPECT_EQ(end.prompt_tokens, prompt.size());
   }
-  const Gauges g = metrics.gauges();
+  const Gauges g = idle_gauges(metrics);
   EXPECT_EQ(g.pages_free, g.pages_total);
   EXPECT_EQ(g.running, 0u);
+}
+
+// A SnapKV cache holds a prompt read in chunks whole until its last chunk, then keeps its budget:
+// its pages follow, taken while the prompt is held and given back once it selects.
+TEST(Scheduler, AnEvictingCacheTakesPagesWhileItHoldsAPromptAndGivesThemBack) {
+  Metrics metrics;
+  Scheduler scheduler(
+      model(), SchedulerOptions{"snapkv:budget=32,window=8", 512, size_t{64} << 20, 16, 1, 1, 64}, metrics);
+  GenerationRequest r;
+  for (int32_t t = 0; t < 300; ++t) r.prompt.push_back(1 + (t * 37) % 400);
+  r.sampling.temperature = 0;
+  r.max_tokens = 20;
+  const std::shared_ptr<RequestHandle> h = scheduler.submit(r);
+  RequestHandle::Update end;
+  collect(*h, end);
+  EXPECT_EQ(end.completion_tokens, 20u);
+  const Gauges g = idle_gauges(metrics);
+  const ModelConfig& c = model().config();
+  const size_t fp16_token = size_t{2} * 2 * c.layers * c.kv_heads * c.head_dim;
+  // Four chunks of 64 held before the fifth ends the prompt: at least 256 tokens' fp16 bytes.
+  EXPECT_GE(g.pages_used_peak * g.page_bytes, 256 * fp16_token);
+  EXPECT_EQ(g.pages_free, g.pages_total);
 }
 
 TEST(Scheduler, RefusesRequestsThatCouldNeverRunAndAFullQueue) {
