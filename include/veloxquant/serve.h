@@ -20,6 +20,7 @@ struct ServeOptions {
   size_t parallel = 16;                // sequences decoded at once
   size_t queue = 64;                   // requests that may wait; more get 429
   size_t step_tokens = 512;            // tokens per forward step (decode tokens, then prompt chunks)
+  size_t reserve_tokens = 256;         // generated tokens' pages a request takes when admitted
   double timeout_seconds = 600;        // a request's limit, from arrival to its last token
   double drain_seconds = 30;           // on shutdown, how long in-flight requests may finish
   std::string chat_template;           // a template's source; "": the file's, else ChatML

@@ -191,7 +191,9 @@ void Scheduler::retire_finished() {
 void Scheduler::admit() {
   while (!queue_.empty() && running_.size() < options_.parallel) {
     Sequence& s = *queue_.front();
-    const size_t need = pages_.pages_for(s.tokens.size() + 1);
+    const size_t to_come = s.request.max_tokens - s.generated;
+    const size_t need = pages_.pages_for(std::min(
+        context_, s.tokens.size() + std::max<size_t>(1, std::min(to_come, options_.reserve_tokens))));
     if (!pages_.take(need)) return;  // first come, first served: later requests wait behind it
     s.pages = need;
     s.fed = 0;

@@ -32,6 +32,9 @@ struct SchedulerOptions {
   size_t parallel = 16;      // sequences decoded at once
   size_t queue = 64;         // requests waiting beyond those; more are refused
   size_t step_tokens = 512;  // tokens per forward step: decode tokens first, then prompt chunks
+  // Generated tokens whose pages a request takes when it is admitted, beyond its prompt (at most
+  // its max_tokens): sequences that grow into pages nobody holds would preempt each other.
+  size_t reserve_tokens = 256;
 };
 
 struct GenerationRequest {

@@ -77,7 +77,7 @@ struct Server::Impl {
         scheduler(model,
                   serve::SchedulerOptions{options.kv_spec, options.context, options.kv_memory,
                                           options.page_tokens, options.parallel, options.queue,
-                                          options.step_tokens},
+                                          options.step_tokens, options.reserve_tokens},
                   metrics),
         chat(chat_template_for(model, options.chat_template)) {
     // A thread per request that may be in the server at once (running, queued, and a few more

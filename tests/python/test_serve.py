@@ -303,7 +303,19 @@ def test_a_request_past_its_timeout():
 
 def test_too_little_kv_memory_preempts_and_every_request_finishes():
     # Pages for about 1.5 sequences of 480 tokens: the second and third wait or are preempted.
-    s = Server("--kv", "fp16", "--kv-memory", "1MiB", "--parallel", "3", "--page-tokens", "16")
+    # With no generated tokens reserved at admission, all three start and then outgrow the pages.
+    s = Server(
+        "--kv",
+        "fp16",
+        "--kv-memory",
+        "1MiB",
+        "--parallel",
+        "3",
+        "--page-tokens",
+        "16",
+        "--reserve-tokens",
+        "1",
+    )
     try:
 
         def one(i):
@@ -317,7 +329,7 @@ def test_too_little_kv_memory_preempts_and_every_request_finishes():
             answers = list(pool.map(one, range(3)))
         for a in answers:
             assert a["usage"]["completion_tokens"] >= 1, a
-        s.wait_idle()
+        assert s.wait_idle()["veloxquant_preemptions_total"] > 0
     finally:
         s.stop()
 

@@ -98,6 +98,9 @@ Command add_serve_command(CLI::App& app) {
                   "tokens per forward step (decode tokens, then prompt chunks)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--reserve-tokens", o.reserve_tokens,
+                  "generated tokens' pages a request takes when admitted (at most its max_tokens)")
+      ->capture_default_str();
   cmd->add_option("--page-tokens", o.page_tokens, "tokens per KV page")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
