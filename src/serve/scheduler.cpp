@@ -191,9 +191,7 @@ void Scheduler::retire_finished() {
 void Scheduler::admit() {
   while (!queue_.empty() && running_.size() < options_.parallel) {
     Sequence& s = *queue_.front();
-    const size_t to_come = s.request.max_tokens - s.generated;
-    const size_t need = pages_.pages_for(std::min(
-        context_, s.tokens.size() + std::max<size_t>(1, std::min(to_come, options_.reserve_tokens))));
+    const size_t need = reserved_pages(s);
     if (!pages_.take(need)) return;  // first come, first served: later requests wait behind it
     s.pages = need;
     s.fed = 0;
@@ -233,10 +231,16 @@ bool Scheduler::grow_to(Sequence& s, size_t need, std::vector<Planned>& step, si
   return true;
 }
 
+size_t Scheduler::reserved_pages(const Sequence& s) const {
+  const size_t to_come = std::max<size_t>(1, std::min(s.request.max_tokens - s.generated,
+                                                      options_.reserve_tokens));
+  return pages_.pages_for(std::min(context_, s.tokens.size() + to_come));
+}
+
 bool Scheduler::settle(Sequence& s) {
   const size_t page = pages_.page_bytes();
   const size_t stored = (s.session->kv_bytes() + page - 1) / page;
-  const size_t want = std::max(stored, pages_.pages_for(s.fed + 1));
+  const size_t want = std::max(stored, reserved_pages(s));
   if (want < s.pages) {
     pages_.give(s.pages - want);
     s.pages = want;

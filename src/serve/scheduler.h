@@ -114,10 +114,12 @@ class Scheduler {
   // Takes pages until s holds `need`, preempting the newest other sequences (and taking them out
   // of the step, their tokens back into its budget) until they fit; false if s alone cannot.
   bool grow_to(Sequence& s, size_t need, std::vector<Planned>& step, size_t& budget);
-  // After a step, s holds what its caches store or the line forecasts for its next token,
-  // whichever is more: an evicting cache takes pages while it holds a whole prompt and gives them
-  // back once it selects. False when s alone cannot have them.
+  // After a step, s holds what its caches store or its reserved pages, whichever is more: an evicting cache
+  // takes pages while it holds a whole prompt and gives them back once it selects. False when s alone cannot
+  // have them.
   bool settle(Sequence& s);
+  // The pages s keeps at least: its tokens and up to --reserve-tokens of those still to come.
+  size_t reserved_pages(const Sequence& s) const;
   void preempt(Sequence& s);
   void after_step(Sequence& s);
   void finish(Sequence& s, FinishReason reason, const std::string& error = "");

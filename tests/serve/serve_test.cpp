@@ -155,6 +155,30 @@ TEST(Scheduler, AnEvictingCacheTakesPagesWhileItHoldsAPromptAndGivesThemBack) {
   EXPECT_EQ(g.pages_free, g.pages_total);
 }
 
+// Requests of one length in a pool for two of them: two run, the rest wait, and none is preempted
+// (each reserves the pages of its generated tokens when admitted, so none outgrows the pool).
+TEST(Scheduler, SequencesThatFitAtAdmissionAreNotPreemptedAsTheyGrow) {
+  Metrics metrics;
+  const KvByteModel fp16 = measure_kv_bytes(model(), "fp16", 128);
+  const size_t sequence = static_cast<size_t>(fp16.per_token) * 128;  // 100 prompt + 28 generated
+  Scheduler scheduler(model(), SchedulerOptions{"fp16", 256, 2 * sequence + sequence / 2, 16, 8, 8, 64},
+                      metrics);
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  for (int i = 0; i < 5; ++i) {
+    GenerationRequest r;
+    for (int32_t t = 0; t < 100; ++t) r.prompt.push_back(1 + (t * 37 + i * 11) % 400);
+    r.sampling.temperature = 0;
+    r.max_tokens = 28;
+    handles.push_back(scheduler.submit(r));
+  }
+  for (auto& h : handles) {
+    RequestHandle::Update end;
+    collect(*h, end);
+    EXPECT_EQ(end.reason, FinishReason::Length);
+  }
+  EXPECT_CONTAINS(metrics.prometheus(), "veloxquant_preemptions_total 0\n");
+}
+
 TEST(Scheduler, RefusesRequestsThatCouldNeverRunAndAFullQueue) {
   Metrics metrics;
   SchedulerOptions o{"fp16", 64, size_t{1} << 20, 16, 1, 1, 512};
