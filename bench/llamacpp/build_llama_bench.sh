@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Builds llama.cpp's `llama-bench`, `llama-perplexity` and `llama-quantize` from the llama.cpp
-# source vendored in PyPI's llama-cpp-python sdist, for side-by-side comparisons
+# Builds llama.cpp's `llama-bench`, `llama-perplexity`, `llama-quantize` and `llama-server` from
+# the llama.cpp source vendored in PyPI's llama-cpp-python sdist, for side-by-side comparisons
 # (bench/runtime_report.py and bench/llamacpp/weights_vs_llama_bench.py for speed, the latter
-# quantizing its model with llama-quantize; docs/runtime.md for perplexity). Nothing in the
-# project's build or tests depends on them. Idempotent: does nothing if all three are built with
-# the CPU_FLAGS below.
-#   bench/llamacpp/build_llama_bench.sh   # -> .llamacpp/build/bin/llama-{bench,perplexity,quantize}
+# quantizing its model with llama-quantize; docs/runtime.md for perplexity; bench/serve/ for
+# serving). Nothing in the project's build or tests depends on them. Idempotent: does nothing if
+# all four are built with the CPU_FLAGS below.
+#   bench/llamacpp/build_llama_bench.sh   # -> .llamacpp/build/bin/llama-{bench,perplexity,quantize,server}
 # Environment: LLAMA_CPP_PYTHON_VERSION (default 0.3.36), PIP (default: python3 -m pip),
 #              JOBS (default 2), WORK (default <repo>/.llamacpp).
 set -euo pipefail
@@ -16,7 +16,7 @@ WORK="${WORK:-$ROOT/.llamacpp}"
 JOBS="${JOBS:-2}"
 PIP="${PIP:-python3 -m pip}"
 BIN="$WORK/build/bin/llama-bench"
-TARGETS=(llama-bench llama-perplexity llama-quantize)
+TARGETS=(llama-bench llama-perplexity llama-quantize llama-server)
 # Without ggml's AMX kernels: on a Sapphire Rapids-class CPU GGML_NATIVE enables them, and
 # llama-bench's default (weight repacking on) then crashes in prompt processing (a segmentation
 # fault in ggml_backend_amx_mul_mat, as ggml-org/llama.cpp#20824 reports). Its other CPU paths,
@@ -60,7 +60,7 @@ cmake -S "$LLAMA" -B "$WORK/build" "${GEN[@]}" \
   -DLLAMA_CURL=OFF \
   -DLLAMA_BUILD_TESTS=OFF \
   -DLLAMA_BUILD_EXAMPLES=OFF \
-  -DLLAMA_BUILD_SERVER=OFF \
+  -DLLAMA_BUILD_SERVER=ON \
   -DLLAMA_BUILD_TOOLS=ON \
   -DBUILD_SHARED_LIBS=OFF
 cmake --build "$WORK/build" --target "${TARGETS[@]}" -j "$JOBS"
