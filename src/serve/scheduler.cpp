@@ -280,8 +280,7 @@ void Scheduler::publish_gauges() {
   g.page_bytes = pages_.page_bytes();
   g.fixed_bytes = pages_.byte_model().fixed;
   g.bytes_per_token = pages_.byte_model().per_token;
-  for (const auto& s : running_)
-    if (s->session) g.kv_bytes_stored += s->session->kv_bytes();
+  g.kv_bytes_stored = stored_bytes_;
   metrics_.set(g);
 }
 
@@ -290,6 +289,10 @@ void Scheduler::loop() {
   while (true) {
     retire_finished();
     admit();
+    // Only this thread touches the caches, and no step runs now: their bytes are read here.
+    stored_bytes_ = 0;
+    for (const auto& s : running_)
+      if (s->session) stored_bytes_ += s->session->kv_bytes();
     publish_gauges();
     if (running_.empty()) {
       if (queue_.empty()) {

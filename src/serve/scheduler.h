@@ -123,6 +123,7 @@ class Scheduler {
   void preempt(Sequence& s);
   void after_step(Sequence& s);
   void finish(Sequence& s, FinishReason reason, const std::string& error = "");
+  // Called with mutex_ held, from any thread: reads no cache (a step may be running).
   void publish_gauges();
 
   Model model_;
@@ -131,6 +132,7 @@ class Scheduler {
   size_t context_;
   PagePool pages_;
   size_t peak_used_ = 0;
+  size_t stored_bytes_ = 0;  // the running caches' bytes before the current step (loop thread)
   std::mutex mutex_;
   std::condition_variable wake_, idle_;
   std::deque<std::unique_ptr<Sequence>> queue_;
