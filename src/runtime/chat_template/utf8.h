@@ -7,11 +7,15 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/tokenizer/unicode.h"
+
 namespace veloxquant::chat_template {
+
+// Encoding a code point is the tokenizer's (runtime/tokenizer/unicode.h).
+using unicode::append_utf8;
 
 // The code points of `text`; a malformed byte becomes U+FFFD so that no input can fail here.
 std::vector<char32_t> decode_utf8(std::string_view text);
-void append_utf8(std::string& out, char32_t cp);
 std::string encode_utf8(const std::vector<char32_t>& cps, size_t begin, size_t end);
 size_t count_code_points(std::string_view text);
 
