@@ -36,67 +36,122 @@ HWY_INLINE float scalar_of(T x) {
   else return x;
 }
 
-// Up to four queries share each loaded key row, which is how grouped-query attention reuses K.
-template <class D, typename T>
-void dot_rows(D df, const float* q, size_t nq, const T* k, size_t n, size_t dim, float* scores) {
+// Scores of rows [t0, t0 + R) for M queries. R * M accumulators run as independent FMA chains
+// (one chain per row would wait on the FMA latency at every vector), each query vector is loaded
+// once per R rows and each key vector once for M queries. Each score sums its channels in the
+// same order as one row at a time would, so the result does not depend on the blocking.
+template <size_t M, size_t R, class D, typename T>
+HWY_INLINE void dot_block(D df, const float* q, size_t dim, const T* k, size_t t0, size_t n, float* scores) {
   const size_t L = hn::Lanes(df);
   const size_t vec_end = dim - dim % L;
-  for (size_t i0 = 0; i0 < nq; i0 += 4) {
-    const size_t m = nq - i0 < 4 ? nq - i0 : 4;
-    for (size_t t = 0; t < n; ++t) {
-      const T* row = k + t * dim;
-      auto a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
-      for (size_t c = 0; c < vec_end; c += L) {
-        const auto x = load_row(df, row + c);
-        a0 = hn::MulAdd(x, hn::LoadU(df, q + (i0 + 0) * dim + c), a0);
-        if (m > 1) a1 = hn::MulAdd(x, hn::LoadU(df, q + (i0 + 1) * dim + c), a1);
-        if (m > 2) a2 = hn::MulAdd(x, hn::LoadU(df, q + (i0 + 2) * dim + c), a2);
-        if (m > 3) a3 = hn::MulAdd(x, hn::LoadU(df, q + (i0 + 3) * dim + c), a3);
-      }
-      float s[4] = {reduce(df, a0), reduce(df, a1), reduce(df, a2), reduce(df, a3)};
-      for (size_t c = vec_end; c < dim; ++c) {
-        const float x = scalar_of(row[c]);
-        for (size_t j = 0; j < m; ++j) s[j] += x * q[(i0 + j) * dim + c];
-      }
-      for (size_t j = 0; j < m; ++j) scores[(i0 + j) * n + t] = s[j];
+  hn::Vec<D> acc[M][R];
+  for (size_t j = 0; j < M; ++j) {
+    for (size_t r = 0; r < R; ++r) acc[j][r] = hn::Zero(df);
+  }
+  for (size_t c = 0; c < vec_end; c += L) {
+    hn::Vec<D> qv[M];
+    for (size_t j = 0; j < M; ++j) qv[j] = hn::LoadU(df, q + j * dim + c);
+    for (size_t r = 0; r < R; ++r) {
+      const auto x = load_row(df, k + (t0 + r) * dim + c);
+      for (size_t j = 0; j < M; ++j) acc[j][r] = hn::MulAdd(x, qv[j], acc[j][r]);
+    }
+  }
+  for (size_t r = 0; r < R; ++r) {
+    const T* row = k + (t0 + r) * dim;
+    for (size_t j = 0; j < M; ++j) {
+      float s = reduce(df, acc[j][r]);
+      for (size_t c = vec_end; c < dim; ++c) s += scalar_of(row[c]) * q[j * dim + c];
+      scores[j * n + t0 + r] = s;
     }
   }
 }
 
-// Column block by column block, the up-to-four output rows stay in registers across all n
-// value rows: storing them back per value row would chain every FMA through memory.
+// Eight accumulators in all: rows per block shrink as queries per block grow.
+template <size_t M, class D, typename T>
+void dot_queries(D df, const float* q, const T* k, size_t n, size_t dim, float* scores) {
+  constexpr size_t R = M == 1 ? 8 : M == 2 ? 4 : 2;
+  size_t t = 0;
+  for (; t + R <= n; t += R) dot_block<M, R>(df, q, dim, k, t, n, scores);
+  for (; t < n; ++t) dot_block<M, 1>(df, q, dim, k, t, n, scores);
+}
+
+// Up to four queries share each loaded key row, which is how grouped-query attention reuses K.
+template <class D, typename T>
+void dot_rows(D df, const float* q, size_t nq, const T* k, size_t n, size_t dim, float* scores) {
+  for (size_t i0 = 0; i0 < nq; i0 += 4) {
+    const float* qi = q + i0 * dim;
+    float* si = scores + i0 * n;
+    switch (nq - i0 < 4 ? nq - i0 : 4) {
+      case 1: dot_queries<1>(df, qi, k, n, dim, si); break;
+      case 2: dot_queries<2>(df, qi, k, n, dim, si); break;
+      case 3: dot_queries<3>(df, qi, k, n, dim, si); break;
+      default: dot_queries<4>(df, qi, k, n, dim, si); break;
+    }
+  }
+}
+
+// out[j] += sum_t w[j][t] v[t] over rows [t0, t1) for M queries and the G column vectors from
+// column c0 (G_MAX at most, the rest masked off at compile time). The M * G_MAX outputs stay in
+// registers across the rows: storing them back per row would chain every FMA through memory.
+template <size_t M, size_t G_MAX, class D, typename T>
+HWY_INLINE void accumulate_block(D df, const float* const* w, const T* v, size_t dim, size_t t0, size_t t1,
+                                 size_t c0, size_t g, float* out) {
+  const size_t L = hn::Lanes(df);
+  hn::Vec<D> acc[M][G_MAX];
+  for (size_t j = 0; j < M; ++j) {
+    for (size_t i = 0; i < G_MAX; ++i) {
+      if (i < g) acc[j][i] = hn::LoadU(df, out + j * dim + c0 + i * L);
+    }
+  }
+  for (size_t t = t0; t < t1; ++t) {
+    hn::Vec<D> wv[M];
+    for (size_t j = 0; j < M; ++j) wv[j] = hn::Set(df, w[j][t]);
+    for (size_t i = 0; i < G_MAX; ++i) {
+      if (i >= g) break;
+      const auto x = load_row(df, v + t * dim + c0 + i * L);
+      for (size_t j = 0; j < M; ++j) acc[j][i] = hn::MulAdd(x, wv[j], acc[j][i]);
+    }
+  }
+  for (size_t j = 0; j < M; ++j) {
+    for (size_t i = 0; i < G_MAX; ++i) {
+      if (i < g) hn::StoreU(acc[j][i], df, out + j * dim + c0 + i * L);
+    }
+  }
+}
+
+// Rows go in chunks small enough to stay in L1 while every column group passes over them, so
+// the value rows stream from memory once. Each output still sums its rows in order t = 0..n-1.
+template <size_t M, class D, typename T>
+void accumulate_queries(D df, const float* const* w, const T* v, size_t n, size_t dim, float* out) {
+  constexpr size_t G = M == 1 ? 8 : M == 2 ? 4 : 2;
+  constexpr size_t kChunkRows = 64;
+  const size_t L = hn::Lanes(df);
+  const size_t vecs = dim / L;
+  for (size_t t0 = 0; t0 < n; t0 += kChunkRows) {
+    const size_t t1 = t0 + kChunkRows < n ? t0 + kChunkRows : n;
+    for (size_t i0 = 0; i0 < vecs; i0 += G) {
+      accumulate_block<M, G>(df, w, v, dim, t0, t1, i0 * L, vecs - i0 < G ? vecs - i0 : G, out);
+    }
+  }
+  for (size_t c = vecs * L; c < dim; ++c) {
+    for (size_t t = 0; t < n; ++t) {
+      const float x = scalar_of(v[t * dim + c]);
+      for (size_t j = 0; j < M; ++j) out[j * dim + c] += w[j][t] * x;
+    }
+  }
+}
+
 template <class D, typename T>
 void accumulate_rows(D df, const float* w, size_t nq, const T* v, size_t n, size_t dim, float* out) {
-  const size_t L = hn::Lanes(df);
-  const size_t vec_end = dim - dim % L;
   for (size_t i0 = 0; i0 < nq; i0 += 4) {
-    const size_t m = nq - i0 < 4 ? nq - i0 : 4;
-    // Rows past m reuse row 0's weights and outputs and are never stored.
     const float* wr[4];
-    for (size_t j = 0; j < 4; ++j) wr[j] = w + (i0 + (j < m ? j : 0)) * n;
+    for (size_t j = 0; j < 4 && i0 + j < nq; ++j) wr[j] = w + (i0 + j) * n;
     float* o = out + i0 * dim;
-    for (size_t c = 0; c < vec_end; c += L) {
-      auto a0 = hn::LoadU(df, o + c), a1 = a0, a2 = a0, a3 = a0;
-      if (m > 1) a1 = hn::LoadU(df, o + dim + c);
-      if (m > 2) a2 = hn::LoadU(df, o + 2 * dim + c);
-      if (m > 3) a3 = hn::LoadU(df, o + 3 * dim + c);
-      for (size_t t = 0; t < n; ++t) {
-        const auto x = load_row(df, v + t * dim + c);
-        a0 = hn::MulAdd(x, hn::Set(df, wr[0][t]), a0);
-        a1 = hn::MulAdd(x, hn::Set(df, wr[1][t]), a1);
-        a2 = hn::MulAdd(x, hn::Set(df, wr[2][t]), a2);
-        a3 = hn::MulAdd(x, hn::Set(df, wr[3][t]), a3);
-      }
-      hn::StoreU(a0, df, o + c);
-      if (m > 1) hn::StoreU(a1, df, o + dim + c);
-      if (m > 2) hn::StoreU(a2, df, o + 2 * dim + c);
-      if (m > 3) hn::StoreU(a3, df, o + 3 * dim + c);
-    }
-    for (size_t c = vec_end; c < dim; ++c) {
-      for (size_t t = 0; t < n; ++t) {
-        const float x = scalar_of(v[t * dim + c]);
-        for (size_t j = 0; j < m; ++j) o[j * dim + c] += wr[j][t] * x;
-      }
+    switch (nq - i0 < 4 ? nq - i0 : 4) {
+      case 1: accumulate_queries<1>(df, wr, v, n, dim, o); break;
+      case 2: accumulate_queries<2>(df, wr, v, n, dim, o); break;
+      case 3: accumulate_queries<3>(df, wr, v, n, dim, o); break;
+      default: accumulate_queries<4>(df, wr, v, n, dim, o); break;
     }
   }
 }

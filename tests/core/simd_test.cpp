@@ -67,6 +67,9 @@ std::vector<RowsCase> row_cases() {
   std::vector<RowsCase> out;
   for (size_t dim : kDims)
     for (size_t nq = 1; nq <= 6; ++nq) out.push_back({nq, 1 + (dim + nq) % 9, dim});
+  // Enough rows for whole row blocks, a partial one and several 64-row chunks of the kernels.
+  for (size_t dim : {8UL, 80UL, 128UL})
+    for (size_t nq = 1; nq <= 5; ++nq) out.push_back({nq, 141 + nq, dim});
   return out;
 }
 
