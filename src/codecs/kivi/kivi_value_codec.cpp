@@ -74,10 +74,14 @@ void KiviValueCodec::decode(const uint8_t* codes, size_t n, float* x) const {
     const auto* scale = reinterpret_cast<const uint16_t*>(in + quad_bytes_);
     const auto* mins = scale + 4 * groups_;
     unpack_codes(in, q.data());
+    // Each group's grid converted once: prefill decodes every value of the cache at each chunk.
     for (size_t i = 0; i < 4; ++i)
-      for (size_t c = 0; c < d; ++c) {
-        const size_t g = c / group_;
-        x[(b * 4 + i) * d + c] = f16_to_f32(mins[g * 4 + i]) + f16_to_f32(scale[g * 4 + i]) * static_cast<float>(q[i * d + c]);
+      for (size_t g = 0; g < groups_; ++g) {
+        const float lo = f16_to_f32(mins[g * 4 + i]), step = f16_to_f32(scale[g * 4 + i]);
+        const size_t c0 = g * group_, c1 = std::min(d, c0 + group_);
+        float* xt = x + (b * 4 + i) * d;
+        const uint8_t* qt = q.data() + i * d;
+        for (size_t c = c0; c < c1; ++c) xt[c] = lo + step * static_cast<float>(qt[c]);
       }
   }
 }
