@@ -225,7 +225,7 @@ def render_md(r: dict) -> str:
     if errors:
         md += ["", "## Errors", ""] + [f"- {x['engine']} `{x['kv']}` at {x['context']}: {x['error']}"
                                        for x in errors]
-    md += ["", "Every repetition and command line: `long_context.json`.", ""]
+    md += ["", f"Every repetition and command line: `{r.get('json_name', 'long_context.json')}`.", ""]
     return "\n".join(md)
 
 
@@ -260,7 +260,8 @@ def main() -> int:
     r = {"settings": {k: getattr(a, k) for k in ("contexts", "threads", "gen", "reps", "llama_reps", "specs", "bandwidth_specs",
                                                    "llama_types", "seed")},
          "fixture": FIXTURE, "model": str(a.model), "machine": machine(), "regenerate": regen,
-         "load_avg_start": load_avg(), "started_utc": dt.datetime.now(dt.UTC).isoformat()}
+         "load_avg_start": load_avg(), "started_utc": dt.datetime.now(dt.UTC).isoformat(),
+         "json_name": a.out.with_suffix(".json").name}
     r["weight_bytes_per_token"] = weight_bytes_per_token(a.model)
     r["memory"] = []
     r["calls"] = []
