@@ -97,6 +97,7 @@ def main():
                                      "tokens": N_TOKENS, "rel_error": err, "top1_agreement": top1,
                                      "bound": BOUNDS[weights], "pass": passed})
     out = pathlib.Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)  # run on its own, --out may not exist yet
     meta = {"command": "python3 bench/cuda/gpu_logits.py (a step of bench/cuda/runtime_h200.sh)",
             "gpu": gpu_name(), "date": datetime.date.today().isoformat()}
     (out / "gpu_logits.json").write_text(json.dumps({**meta, "rows": rows}, indent=2))
