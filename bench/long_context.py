@@ -72,7 +72,8 @@ def build(a) -> None:
         subprocess.run(["bash", "bench/llamacpp/build_llama_bench.sh"], check=True)
     if not a.model.exists():
         f = FIXTURE
-        subprocess.run(["build/tools/dev/veloxquant_make_fixture", "--type", "f16", "--width", str(f["width"]),
+        subprocess.run(["build/tools/dev/veloxquant_make_fixture", "--type", "f16",
+                        "--width", str(f["width"]),
                         "--heads", str(f["heads"]), "--kv-heads", str(f["kv_heads"]), "--head-dim",
                         str(f["head_dim"]), "--ffn", str(f["ffn"]), "--layers", str(f["layers"]),
                         "--context", str(max(a.contexts) + 1024), str(a.model)], check=True)
@@ -90,12 +91,14 @@ def calls_of(a) -> list[dict]:
     for ctx in a.contexts:
         for kind in a.llama_types:
             calls.append({"engine": "llama.cpp", "kv": kind, "context": ctx,
-                          "cmd": [str(a.llama), *common, "-r", str(a.llama_reps), "-d", str(ctx), "-fa", "1", "-ctk", kind, "-ctv", kind,
+                          "cmd": [str(a.llama), *common, "-r", str(a.llama_reps), "-d", str(ctx), "-fa", "1",
+                                  "-ctk", kind, "-ctv", kind,
                                   "-o", "jsonl"]})
         specs = a.specs + (a.bandwidth_specs if ctx == max(a.contexts) else [])
         for spec in specs:
             calls.append({"engine": "ours", "kv": spec, "context": ctx,
-                          "cmd": ["build/bench/veloxquant_bench_runtime", *common, "-r", str(a.reps), "-d", str(ctx), "--kv", spec,
+                          "cmd": ["build/bench/veloxquant_bench_runtime", *common, "-r", str(a.reps),
+                                  "-d", str(ctx), "--kv", spec,
                                   "--fill-once", "--tg-warmup", "2"]})
     random.Random(a.seed).shuffle(calls)
     return calls
@@ -172,7 +175,8 @@ def render_md(r: dict) -> str:
         f" {f['head_dim']}, {f['layers']} layers, SwiGLU width {f['ffn']}; a decode step reads"
         f" {r['weight_bytes_per_token'] / 1e6:.1f} MB of weights.",
         f"- Decode: {st['gen']} single-token steps after the cache holds the context, median of {st['reps']}"
-        f" repetitions (llama.cpp: {st['llama_reps']}). llama.cpp: `llama-bench` (flash attention on) from the llama-cpp-python sdist"
+        f" repetitions (llama.cpp: {st['llama_reps']}). llama.cpp: `llama-bench` (flash attention on)"
+        " from the llama-cpp-python sdist"
         " (`bench/llamacpp/build_llama_bench.sh`), which refills the context before each repetition; ours:"
         " `veloxquant_bench_runtime --fill-once` (the repetitions follow one another after one fill).",
         "- Memory bandwidth (`veloxquant_bench_memory` before every call, best of 10 each time, arrays"
@@ -199,14 +203,16 @@ def render_md(r: dict) -> str:
         md.append(f"| {ctx:,} | " + " | ".join(cells) + f" | {ratio} |")
     top = max(st["contexts"])
     md += ["", f"## Bandwidth at {top:,} tokens", "",
-           "| engine | kv | KV MB | MB per token | tokens/s | GB/s | % triad | prefill tokens/s | prefill vs fp16 |",
+           "| engine | kv | KV MB | MB per token | tokens/s | GB/s | % triad | prefill tokens/s"
+           " | prefill vs fp16 |",
            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     fp16 = find(rows, "ours", "fp16", top)
     for x in sorted((x for x in rows if x["context"] == top and "error" not in x),
                     key=lambda x: (x["engine"] != "ours", -x["bytes_per_token"])):
         fill = x.get("fill_tokens_per_s")
         vs = f"{fill / fp16['fill_tokens_per_s']:.2f}x" if fill and fp16 else "-"
-        md.append(f"| {x['engine']} | `{x['kv']}` | {x['kv_bytes'] / 1e6:.1f} | {x['bytes_per_token'] / 1e6:.1f} |"
+        md.append(f"| {x['engine']} | `{x['kv']}` | {x['kv_bytes'] / 1e6:.1f} |"
+                  f" {x['bytes_per_token'] / 1e6:.1f} |"
                   f" {x['tokens_per_s']:.1f} | {x['gb_per_s']:.1f} | {100 * x['of_triad']:.0f} % |"
                   f" {f'{fill:.0f}' if fill else '-'} | {vs} |")
     md += ["", "## Prefill by context (ours: the rate of the fill, one prompt of the whole context)", "",
@@ -217,10 +223,10 @@ def render_md(r: dict) -> str:
     for ctx in st["contexts"]:
         xs = [find(rows, "ours", s, ctx) for s in st["specs"]]
         base = find(rows, "ours", "fp16", ctx)
-        md.append(f"| {ctx:,} | " + " | ".join(f"{x['fill_tokens_per_s']:.0f}" if x else "error" for x in xs)
-                  + " | " + " | ".join(f"{x['fill_tokens_per_s'] / base['fill_tokens_per_s']:.2f}x"
-                                       if x and base else "-" for s, x in zip(st["specs"], xs) if s != "fp16")
-                  + " |")
+        fills = [f"{x['fill_tokens_per_s']:.0f}" if x else "error" for x in xs]
+        ratios = [f"{x['fill_tokens_per_s'] / base['fill_tokens_per_s']:.2f}x" if x and base else "-"
+                  for s, x in zip(st["specs"], xs, strict=True) if s != "fp16"]
+        md.append(f"| {ctx:,} | " + " | ".join(fills) + " | " + " | ".join(ratios) + " |")
     errors = [x for x in rows if "error" in x]
     if errors:
         md += ["", "## Errors", ""] + [f"- {x['engine']} `{x['kv']}` at {x['context']}: {x['error']}"
@@ -246,7 +252,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=20261205)
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per call")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "long_context")
-    ap.add_argument("--render-only", action="store_true", help="rewrite the markdown from the JSON; run nothing")
+    ap.add_argument("--render-only", action="store_true",
+                    help="rewrite the markdown from the JSON; run nothing")
     a = ap.parse_args()
     if a.render_only:
         a.out.with_suffix(".md").write_text(render_md(json.loads(a.out.with_suffix(".json").read_text())))
@@ -257,8 +264,9 @@ def main() -> int:
     a.llama, a.model = (Path(os.path.relpath(p.resolve(), ROOT)) for p in (a.llama, a.model))
     build(a)
     regen = " ".join([".venv/bin/python bench/long_context.py"] + [shlex.quote(x) for x in sys.argv[1:]])
-    r = {"settings": {k: getattr(a, k) for k in ("contexts", "threads", "gen", "reps", "llama_reps", "specs", "bandwidth_specs",
-                                                   "llama_types", "seed")},
+    names = ("contexts", "threads", "gen", "reps", "llama_reps", "specs", "bandwidth_specs",
+             "llama_types", "seed")
+    r = {"settings": {k: getattr(a, k) for k in names},
          "fixture": FIXTURE, "model": str(a.model), "machine": machine(), "regenerate": regen,
          "load_avg_start": load_avg(), "started_utc": dt.datetime.now(dt.UTC).isoformat(),
          "json_name": a.out.with_suffix(".json").name}
