@@ -1,10 +1,11 @@
 #include "core/simd.h"
 
-#include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
+#include <hwy/highway.h>
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "veloxquant/tensor.h"
 
@@ -75,24 +76,30 @@ void dot_queries(D df, const float* q, const T* k, size_t n, size_t dim, float* 
   for (; t < n; ++t) dot_block<M, 1>(df, q, dim, k, t, n, scores);
 }
 
-// Up to four queries share each loaded key row, which is how grouped-query attention reuses K.
-template <class D, typename T>
-void dot_rows(D df, const float* q, size_t nq, const T* k, size_t n, size_t dim, float* scores) {
+// Calls fn(M, i0) for the queries in blocks of up to four, M a compile-time count: up to four
+// queries share each loaded row, which is how grouped-query attention reuses K and V.
+template <class Fn>
+void by_query_blocks(size_t nq, Fn&& fn) {
   for (size_t i0 = 0; i0 < nq; i0 += 4) {
-    const float* qi = q + i0 * dim;
-    float* si = scores + i0 * n;
     switch (nq - i0 < 4 ? nq - i0 : 4) {
-      case 1: dot_queries<1>(df, qi, k, n, dim, si); break;
-      case 2: dot_queries<2>(df, qi, k, n, dim, si); break;
-      case 3: dot_queries<3>(df, qi, k, n, dim, si); break;
-      default: dot_queries<4>(df, qi, k, n, dim, si); break;
+      case 1: fn(std::integral_constant<size_t, 1>{}, i0); break;
+      case 2: fn(std::integral_constant<size_t, 2>{}, i0); break;
+      case 3: fn(std::integral_constant<size_t, 3>{}, i0); break;
+      default: fn(std::integral_constant<size_t, 4>{}, i0); break;
     }
   }
 }
 
-// out[j] += sum_t w[j][t] v[t] over rows [t0, t1) for M queries and the G column vectors from
-// column c0 (G_MAX at most, the rest masked off at compile time). The M * G_MAX outputs stay in
-// registers across the rows: storing them back per row would chain every FMA through memory.
+template <class D, typename T>
+void dot_rows(D df, const float* q, size_t nq, const T* k, size_t n, size_t dim, float* scores) {
+  by_query_blocks(nq, [&](auto m, size_t i0) {
+    dot_queries<decltype(m)::value>(df, q + i0 * dim, k, n, dim, scores + i0 * n);
+  });
+}
+
+// out[j] += sum_t w[j][t] v[t] over rows [t0, t1) for M queries and the g column vectors from
+// column c0 (G_MAX at most: registers are reserved for G_MAX, the loops stop at g). The M * G_MAX outputs
+// stay in registers across the rows: storing them back per row would chain every FMA through memory.
 template <size_t M, size_t G_MAX, class D, typename T>
 HWY_INLINE void accumulate_block(D df, const float* const* w, const T* v, size_t dim, size_t t0, size_t t1,
                                  size_t c0, size_t g, float* out) {
@@ -143,17 +150,12 @@ void accumulate_queries(D df, const float* const* w, const T* v, size_t n, size_
 
 template <class D, typename T>
 void accumulate_rows(D df, const float* w, size_t nq, const T* v, size_t n, size_t dim, float* out) {
-  for (size_t i0 = 0; i0 < nq; i0 += 4) {
-    const float* wr[4];
-    for (size_t j = 0; j < 4 && i0 + j < nq; ++j) wr[j] = w + (i0 + j) * n;
-    float* o = out + i0 * dim;
-    switch (nq - i0 < 4 ? nq - i0 : 4) {
-      case 1: accumulate_queries<1>(df, wr, v, n, dim, o); break;
-      case 2: accumulate_queries<2>(df, wr, v, n, dim, o); break;
-      case 3: accumulate_queries<3>(df, wr, v, n, dim, o); break;
-      default: accumulate_queries<4>(df, wr, v, n, dim, o); break;
-    }
-  }
+  by_query_blocks(nq, [&](auto m, size_t i0) {
+    constexpr size_t M = decltype(m)::value;
+    const float* wr[M];
+    for (size_t j = 0; j < M; ++j) wr[j] = w + (i0 + j) * n;
+    accumulate_queries<M>(df, wr, v, n, dim, out + i0 * dim);
+  });
 }
 
 // Runs `kernel` with the widest vector whose lane count divides dim, so that small heads (8 or
