@@ -2,20 +2,21 @@
 # Builds the programs the GPU machine runs but cannot build (they link the CPU library, whose
 # dependencies it lacks) on a development machine, for any x86-64-v3 CPU: the CUDA parity test,
 # the `veloxquant` CLI and the runtime benchmark with the CUDA backend (--device cuda), and the
-# fixture writer and logit dumper (random-weight models for the benchmark and the logits check),
-# and the sampler benchmark (it needs only the CUDA library, but carried it costs no GPU time).
-# OpenBLAS is linked statically (its shared library alone would pass the device tool's 64 MiB
-# limit); each program is copied, stripped and xz-compressed into .cuda-carry/ with the shared
-# libraries it needs, for bench/cuda/run_h200.sh and bench/cuda/runtime_h200.sh (the working tree
-# and the carry share one transfer limit). -ffp-contract=off keeps the CPU codecs' arithmetic
-# unfused, like the kernels' (docs/cuda.md).
+# fixture writer, logit dumper and dequantizing copier (random-weight models for the benchmark and
+# the logits check, and their CPU reference), and the sampler benchmark (it needs only the CUDA
+# library, but carried it costs no GPU time). OpenBLAS is linked statically (its shared library
+# alone would pass the device tool's 64 MiB limit); cpp-httplib and brotli (the CLI's `serve`)
+# travel as shared libraries, the GPU machine has neither; each program is copied, stripped and
+# xz-compressed into .cuda-carry/ with the shared libraries it needs, for bench/cuda/run_h200.sh
+# and bench/cuda/runtime_h200.sh (the working tree and the carry share one transfer limit).
+# -ffp-contract=off keeps the CPU codecs' arithmetic unfused, like the kernels' (docs/cuda.md).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cmake -S . -B build-cuda -G Ninja -DVELOXQUANT_CUDA=ON -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc \
   -DVELOXQUANT_NATIVE=OFF "-DCMAKE_CXX_FLAGS=-march=x86-64-v3 -ffp-contract=off" \
   -DVELOXQUANT_BUILD_TESTS=ON -DVELOXQUANT_BUILD_BENCH=ON >/dev/null
 targets=(veloxquant_cuda_parity veloxquant_cli veloxquant_bench_runtime veloxquant_make_fixture veloxquant_dump_logits
-         veloxquant_cuda_sampler_bench)
+         veloxquant_dequantize_gguf veloxquant_cuda_sampler_bench)
 cmake --build build-cuda -j "$(nproc)" --target "${targets[@]}"
 blas=$(pkg-config --variable=libdir openblas)
 blas=${blas%/}
@@ -29,7 +30,7 @@ for target in "${targets[@]}"; do
   name=$(basename "$out")
   cp "build-cuda/$out.carry" ".cuda-carry/$name"
   strip ".cuda-carry/$name"  # symbols would pass the travel limit
-  for lib in $(ldd ".cuda-carry/$name" | awk '/libfmt|libhwy|libgomp|libgfortran|libquadmath|libopenblas/ {print $3}'); do
+  for lib in $(ldd ".cuda-carry/$name" | awk '/libfmt|libhwy|libgomp|libgfortran|libquadmath|libopenblas|libcpp-httplib|libbrotli/ {print $3}'); do
     cp -L "$lib" .cuda-carry/
   done
   xz -f -T0 ".cuda-carry/$name"

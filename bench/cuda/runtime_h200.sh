@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The runtime on the GPU (`--device cuda`) against the CPU runtime, on the GPU machine:
 #  - perplexity of every method with CUDA kernels on the CPU and on the GPU, with f32 weights (the
-#    CPU's arithmetic: must agree within 0.1 %) and with f16 weights (the default: reported);
+#    CPU's arithmetic: must agree within 0.1 %) and with f16 weights (the default: reported); the
+#    CPU runs on a copy with the quantized tensors decoded to F32 (veloxquant_dequantize_gguf), as
+#    the GPU's f32 weights are, so that it does not round the products' inputs to int8;
 #  - greedy continuations with the fp16 cache, which must be the same tokens (both precisions);
 #  - logits on the project's models and random-weight fixtures, batch 1 and batched (bench/cuda/gpu_logits.py:
 #    OUT_DIR/gpu_logits.{json,md}).
@@ -13,33 +15,36 @@ cd "$(dirname "$0")/../.."
 out=${1:?usage: runtime_h200.sh OUT_DIR}
 mkdir -p "$out"
 raw=$(mktemp -d)  # one JSON per run; OUT_DIR gets the report (runtime_parity.{json,md})
+mkdir "$raw/f32"  # the CPU's copies of the models (the same names: the report goes by them)
 source bench/cuda/carried.sh
 vq=$(carried veloxquant)
+dequantize=$(carried veloxquant_dequantize_gguf)
 text=.cuda-carry/wiki.test.raw
 threads=$(nproc)
 source bench/cuda/parity_runs.sh
 status=0
-# cpu, cuda-f32 or cuda-f16 as the CLI's options.
+# cpu, cuda-f32 or cuda-f16 as the CLI's options, the model included.
 options() {
   case $1 in
-    cpu) echo "--device cpu" ;;
-    cuda-*) echo "--device cuda --gpu-weights ${1#cuda-}" ;;
+    cpu) echo "-m $raw/f32/$name.gguf --device cpu" ;;
+    cuda-*) echo "-m models/$name.gguf --device cuda --gpu-weights ${1#cuda-}" ;;
   esac
 }
 for model in "${parity_models[@]}"; do
   name=${model%%:*} chunks=${model##*:}
+  "$dequantize" "models/$name.gguf" "$raw/f32/$name.gguf"
   for spec in "${parity_specs[@]}"; do
     for run in cpu cuda-f32 cuda-f16; do
-      "$vq" perplexity -m "models/$name.gguf" -f "$text" -c 2048 --chunks "$chunks" --kv "$spec" -t "$threads" \
+      "$vq" perplexity -f "$text" -c 2048 --chunks "$chunks" --kv "$spec" -t "$threads" \
         $(options "$run") --json > "$raw/ppl_${name}_${spec//[:=,]/_}_$run.json" || status=1
     done
   done
   for run in cpu cuda-f32 cuda-f16; do
-    "$vq" generate -m "models/$name.gguf" -p "The old house on the hill had been empty for years, until" -n 200 \
+    "$vq" generate -p "The old house on the hill had been empty for years, until" -n 200 \
       --temp 0 --kv fp16 -t "$threads" $(options "$run") --json > "$raw/gen_${name}_$run.json" || status=1
   done
 done
 python3 bench/cuda/runtime_report.py --dir "$raw" --out "$out" --command "bench/cuda/runtime_h200.sh OUT_DIR" || status=1
 python3 bench/cuda/gpu_logits.py --fixture-tool "$(carried veloxquant_make_fixture)" \
-  --dump-tool "$(carried veloxquant_dump_logits)" --out "$out" || status=1
+  --dump-tool "$(carried veloxquant_dump_logits)" --dequantize-tool "$dequantize" --out "$out" || status=1
 exit $status
