@@ -1,5 +1,6 @@
 #include "runtime/weights/row_kernels.h"
 
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include <cstring>
@@ -94,7 +95,7 @@ HWY_INLINE void dot_tile(DF df, const uint8_t* w, size_t row_bytes, size_t cols,
     for (size_t i = 0; i < R; ++i) {
       // The same bytes of the next R rows: the hardware prefetcher starts each new row's stream
       // late, and a decode step's weights come from DRAM (1 thread: 12 to 19 GB/s, measured).
-      __builtin_prefetch(w + (R + i) * row_bytes + c * (row_bytes / cols));
+      hwy::Prefetch(w + (R + i) * row_bytes + c * (row_bytes / cols));
       const VF wv = Fmt::load(df, w + i * row_bytes, c);
 #pragma GCC unroll 4
       for (size_t t = 0; t < T; ++t) acc[i][t] = hn::MulAdd(wv, hn::LoadU(df, x + t * ldx + c), acc[i][t]);
