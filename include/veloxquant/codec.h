@@ -95,6 +95,15 @@ class Codec {
   virtual bool fused_score() const { return false; }
   virtual bool fused_accumulate() const { return false; }
 
+  // A codec that stores vectors in an orthogonal basis of its own (a random rotation B: x = B^T y)
+  // can decode y = B x without the rotation. Inner products are the same in either basis, so
+  // attention over many queries (prefill) rotates the queries and its outputs once per row
+  // instead of every stored vector. to_basis maps n rows [n, dim] to B x in place, from_basis back.
+  virtual bool decodes_in_basis() const { return false; }
+  virtual void decode_in_basis(const uint8_t* codes, size_t n, float* y) const { decode(codes, n, y); }
+  virtual void to_basis(float* /*x*/, size_t /*n*/) const {}
+  virtual void from_basis(float* /*x*/, size_t /*n*/) const {}
+
   // scores[i * n + t] = q_i . x_t for nq queries q ([nq, dim]) and the n encoded tokens.
   virtual void score(const float* q, size_t nq, const uint8_t* codes, size_t n,
                      float* scores) const;

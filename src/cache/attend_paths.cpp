@@ -179,6 +179,16 @@ void KVCache::Impl::attend_fused(size_t head, const Rows& q, float* out) const {
   }
 }
 
+const Codec* KVCache::Impl::prefill_basis(size_t head, bool keys_wanted) const {
+  const CacheStream& s = keys_wanted ? keys[head] : values[head];
+  if (s.encoded == 0 || (keys_wanted && pre_rope)) return nullptr;
+  // The codec alone: encoded() would build a pair's view of the codes only to be built again.
+  const Codec* codec = pair          ? &pair_codec(keys_wanted).view_codec()
+                       : keys_wanted ? &key_codec(head)
+                                     : &value_codec(head);
+  return codec->decodes_in_basis() ? codec : nullptr;
+}
+
 void KVCache::Impl::attend_decoded(size_t head, const Rows& q, float* out) const {
   const size_t d = shape.head_dim, rows = q.rows, n = stored(head);
   // Tokens visible to the last row of this chunk; earlier rows see fewer (causal).
@@ -186,11 +196,22 @@ void KVCache::Impl::attend_decoded(size_t head, const Rows& q, float* out) const
   float* k = scratch(0, n * d);
   float* v = scratch(1, n * d);
   float* p = scratch(2, rows * visible);
-  decode_head(head, k, v);
+  // In a codec's own basis the queries and outputs are rotated once per row, not every token.
+  const Codec* key_basis = prefill_basis(head, true);
+  const Codec* value_basis = prefill_basis(head, false);
+  decode_side(head, true, key_basis, k);
+  decode_side(head, false, value_basis, v);
+  const float* queries = q.q;
+  if (key_basis) {
+    float* rotated = scratch(3, rows * d);
+    std::copy_n(q.q, rows * d, rotated);
+    key_basis->to_basis(rotated, rows);
+    queries = rotated;
+  }
   configure_blas();
   const auto ri = [](size_t x) { return static_cast<blasint>(x); };
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ri(rows), ri(visible), ri(d), 1.0f, q.q,
-              ri(d), k, ri(d), 0.0f, p, ri(visible));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ri(rows), ri(visible), ri(d), 1.0f, queries, ri(d), k,
+              ri(d), 0.0f, p, ri(visible));
   for (size_t r = 0; r < rows; ++r) {
     const size_t seen = n - q.nq + q.first_token + r / q.group + 1, lo = window_start(head, seen);
     float* row = p + r * visible;
@@ -202,6 +223,7 @@ void KVCache::Impl::attend_decoded(size_t head, const Rows& q, float* out) const
   }
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ri(rows), ri(d), ri(visible), 1.0f, p,
               ri(visible), v, ri(d), 0.0f, out, ri(d));
+  if (value_basis) value_basis->from_basis(out, rows);
 }
 
 void KVCache::Impl::attend_reference(size_t head, const Rows& q, float* out) const {

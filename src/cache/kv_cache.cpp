@@ -315,14 +315,26 @@ void KVCache::Impl::decode_stream(const CacheStream& s, const Encoded& e, float*
 }
 
 void KVCache::Impl::decode_head(size_t head, float* k, float* v) const {
+  decode_side(head, true, nullptr, k);
+  decode_side(head, false, nullptr, v);
+}
+
+void KVCache::Impl::decode_side(size_t head, bool keys_wanted, const Codec* basis, float* x) const {
   const size_t d = shape.head_dim;
-  if (sinks) {
-    rotated_sink_keys(head, k);
-    fp16.decode(sink_values[head].data(), sinks, v);
+  const CacheStream& s = keys_wanted ? keys[head] : values[head];
+  if (sinks && keys_wanted) rotated_sink_keys(head, x);
+  else if (sinks) fp16.decode(sink_values[head].data(), sinks, x);
+  float* stream = x + sinks * d;
+  if (basis == nullptr) {
+    decode_stream(s, encoded(head, keys_wanted), stream);
+    if (keys_wanted) rotate_stream_keys(head, stream);
+    return;
   }
-  decode_stream(keys[head], encoded(head, true), k + sinks * d);
-  rotate_stream_keys(head, k + sinks * d);
-  decode_stream(values[head], encoded(head, false), v + sinks * d);
+  basis->decode_in_basis(encoded(head, keys_wanted).codes, s.encoded, stream);
+  float* tail = stream + s.encoded * d;
+  fp16.decode(s.tail.data(), s.tail_tokens, tail);
+  basis->to_basis(x, sinks);
+  basis->to_basis(tail, s.tail_tokens);
 }
 
 std::vector<float> KVCache::Impl::decode_all(bool keys_wanted) const {

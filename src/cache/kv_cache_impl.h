@@ -124,6 +124,12 @@ struct KVCache::Impl {
   // Everything head h stores, [stored(h), dim] f32 each: the sinks rotated to their cache
   // positions, then the stream.
   void decode_head(size_t head, float* k, float* v) const;
+  // One side of decode_head (keys or values), in `basis`'s own basis (Codec::decodes_in_basis)
+  // when it is not null: its encoded tokens decoded there, the sinks and the fp16 tail rotated in.
+  void decode_side(size_t head, bool keys_wanted, const Codec* basis, float* x) const;
+  // The codec whose basis attend_decoded may work in for head h's keys or values, or null: it
+  // must decode in a basis of its own, hold tokens, and (keys) the keys must not need RoPE.
+  const Codec* prefill_basis(size_t head, bool keys_wanted) const;
   // The sinks' keys of head h rotated to their cache positions, [sinks, dim].
   void rotated_sink_keys(size_t head, float* k) const;
   // The position of stream token j of head h (cache order, after the sinks): its appended

@@ -300,6 +300,24 @@ TEST_P(Conformance, FusedMatchesReference) {
   }
 }
 
+// The prefill path (decoded once, then matrix products; a TurboQuant-family codec's tokens stay
+// in its rotated basis, the queries and outputs are rotated instead) reorders only f32 sums. With
+// turboquant_mse, also under attention sinks, whose fp16 keys and values join that basis.
+TEST_P(Conformance, DecodedMatchesReference) {
+  const size_t hd = dim();
+  const SyntheticKV w = make_synthetic_kv(1000, kHeads, hd, kGroup, 6, 23);
+  std::vector<std::string> specs{name()};
+  if (name() == "turboquant_mse") specs.push_back("streaming_llm:budget=300,sinks=4+turboquant_mse");
+  for (const std::string& spec : specs) {
+    const KVCache cache = filled(spec, w, 100, 3);
+    std::vector<float> decoded(6 * w.q_heads * hd), ref(decoded.size());
+    const TensorView q = TensorView::f32(w.queries.data(), {6, w.q_heads, hd});
+    cache.attend(q, decoded.data(), AttendPath::Decoded);
+    cache.attend(q, ref.data(), AttendPath::Reference);
+    EXPECT_LE(test::relative_l2(decoded, ref), 1e-5) << spec;
+  }
+}
+
 std::vector<std::string> method_names() {
   std::vector<std::string> names;
   for (const auto& m : registered_methods()) names.push_back(m.name);

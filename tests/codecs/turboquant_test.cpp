@@ -117,6 +117,36 @@ TEST(TurboQuantMse, NormIsKeptForNonUnitVectors) {
   for (float v : back) EXPECT_EQ(v, 0.0f);
 }
 
+// The rotated basis that prefill attends in: decode_in_basis then from_basis is decode bit for bit,
+// and inner products with to_basis(q) equal those with q (the rotation is orthogonal), for the
+// randomized Hadamard (64) and the dense rotation (80).
+TEST(TurboQuantMse, DecodingInTheRotatedBasisKeepsInnerProducts) {
+  for (size_t d : {size_t{64}, size_t{80}}) {
+    const size_t n = 40;
+    const std::vector<float> x = gaussian_rows(n, d, 4, false), q = gaussian_rows(1, d, 5, false);
+    const TurboQuantMseCodec codec(d, 4, 11);
+    ASSERT_TRUE(codec.decodes_in_basis());
+    std::vector<uint8_t> codes(codec.code_bytes(n));
+    codec.encode(x.data(), n, codes.data());
+    std::vector<float> natural(n * d), in_basis(n * d);
+    codec.decode(codes.data(), n, natural.data());
+    codec.decode_in_basis(codes.data(), n, in_basis.data());
+    std::vector<float> rotated_q = q;
+    codec.to_basis(rotated_q.data(), 1);
+    for (size_t t = 0; t < n; ++t) {
+      double a = 0, b = 0, scale = 0;
+      for (size_t c = 0; c < d; ++c) {
+        a += q[c] * static_cast<double>(natural[t * d + c]);
+        b += rotated_q[c] * static_cast<double>(in_basis[t * d + c]);
+        scale += std::fabs(q[c] * static_cast<double>(natural[t * d + c]));
+      }
+      EXPECT_NEAR(a, b, 1e-5 * scale) << "d " << d << " token " << t;
+    }
+    codec.from_basis(in_basis.data(), n);
+    EXPECT_EQ(in_basis, natural) << "d " << d;
+  }
+}
+
 // The MSE quantizer's inner products are biased: at 1 bit E[<x, Q^-1(Q(x))>] = 2/pi for unit x,
 // the motivation for turboquant_prod.
 TEST(TurboQuantMse, OneBitInnerProductsShrinkByTwoOverPi) {

@@ -56,17 +56,21 @@ void RotatedTableCodec::check_codes(const uint8_t* codes, size_t n) const {
   }
 }
 
-void RotatedTableCodec::decode(const uint8_t* codes, size_t n, float* x) const {
+void RotatedTableCodec::decode_in_basis(const uint8_t* codes, size_t n, float* y) const {
   std::vector<uint8_t> idx(dim_);
   for (size_t t = 0; t < n; ++t) {
     const uint8_t* rec = codes + t * format_.stride;
     float norm;
     std::memcpy(&norm, rec + format_.scale_offset, sizeof norm);
     unpack_bits(rec + format_.code_offset, dim_, code_bits_, idx.data());
-    float* row = x + t * dim_;
+    float* row = y + t * dim_;
     for (size_t c = 0; c < dim_; ++c) row[c] = norm * table_[idx[c]];
-    rotation_.inverse(row);
   }
+}
+
+void RotatedTableCodec::decode(const uint8_t* codes, size_t n, float* x) const {
+  decode_in_basis(codes, n, x);
+  rotation_.inverse(x, n);
 }
 
 // q . x_t = ||x_t|| (R q) . table[codes_t]: the queries are rotated once for all tokens.

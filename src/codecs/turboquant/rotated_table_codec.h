@@ -21,6 +21,11 @@ class RotatedTableCodec : public Codec {
   size_t state_bytes() const override { return rotation_.state_bytes() + codebook_bytes_; }
   void encode(const float* x, size_t n, uint8_t* codes) const override;
   void decode(const uint8_t* codes, size_t n, float* x) const override;
+  // The rotated basis: norm * table[code], no inverse rotation.
+  bool decodes_in_basis() const override { return true; }
+  void decode_in_basis(const uint8_t* codes, size_t n, float* y) const override;
+  void to_basis(float* x, size_t n) const override { rotation_.forward(x, n); }
+  void from_basis(float* x, size_t n) const override { rotation_.inverse(x, n); }
   // Refuses a norm that is negative, infinite or NaN (encode stores ||x|| of a finite x).
   void check_codes(const uint8_t* codes, size_t n) const override;
   bool fused_score() const override { return true; }
