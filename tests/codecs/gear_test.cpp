@@ -119,6 +119,46 @@ INSTANTIATE_TEST_SUITE_P(Bits, GearBits, ::testing::Values(2u, 4u));
 // The sparse part holds exactly the k largest entries of the base quantizer's residual, and those
 // elements decode to the input up to one fp16 rounding of their correction; without a low-rank
 // part every other element is the base quantizer's.
+// The fused paths give the scores and weighted sums of the decoded vectors, for keys (grids per
+// channel) and values (per token), with every part present, over several blocks and queries.
+TEST_P(GearBits, FusedScoreAndAccumulateMatchTheDecodedVectors) {
+  const size_t d = 64, n = 128, nq = 3;
+  for (bool keys : {true, false}) {
+    const GearCodec codec(d, keys ? Axis::PerChannel : Axis::PerToken, config(GetParam(), 4, 0.05));
+    const std::vector<float> x = low_rank_plus_outliers(n, d, keys, 31);
+    std::vector<uint8_t> codes(codec.code_bytes(n));
+    codec.encode(x.data(), n, codes.data());
+    std::vector<float> decoded(n * d), q(nq * d), w(nq * n);
+    codec.decode(codes.data(), n, decoded.data());
+    Rng rng(32);
+    for (auto& e : q) e = static_cast<float>(rng.normal());
+    for (auto& e : w) e = static_cast<float>(rng.uniform());
+    std::vector<float> scores(nq * n), sums(nq * d, 0.5f);
+    codec.score(q.data(), nq, codes.data(), n, scores.data());
+    codec.accumulate(w.data(), nq, codes.data(), n, sums.data());
+    for (size_t i = 0; i < nq; ++i) {
+      for (size_t t = 0; t < n; ++t) {
+        double want = 0, scale = 0;
+        for (size_t c = 0; c < d; ++c) {
+          want += q[i * d + c] * static_cast<double>(decoded[t * d + c]);
+          scale += std::fabs(q[i * d + c] * static_cast<double>(decoded[t * d + c]));
+        }
+        ASSERT_NEAR(scores[i * n + t], want, 1e-5 * scale)
+            << (keys ? "keys" : "values") << " query " << i << " token " << t;
+      }
+      for (size_t c = 0; c < d; ++c) {
+        double want = 0.5, scale = 0.5;
+        for (size_t t = 0; t < n; ++t) {
+          want += w[i * n + t] * static_cast<double>(decoded[t * d + c]);
+          scale += std::fabs(w[i * n + t] * static_cast<double>(decoded[t * d + c]));
+        }
+        ASSERT_NEAR(sums[i * d + c], want, 1e-5 * scale)
+            << (keys ? "keys" : "values") << " query " << i << " channel " << c;
+      }
+    }
+  }
+}
+
 TEST(Gear, SparsePartRestoresLargestResidualEntries) {
   const size_t d = 128, n = 64, total = n * d;
   for (const Axis axis : {Axis::PerChannel, Axis::PerToken}) {

@@ -1,7 +1,6 @@
 #include "codecs/gear/gear_codec.h"
 
 #include <Eigen/Dense>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -13,6 +12,7 @@
 #include "core/bitpack.h"
 #include "core/half_bytes.h"
 #include "core/rng.h"
+#include "core/simd.h"
 #include "veloxquant/error.h"
 #include "veloxquant/tensor.h"
 
@@ -61,6 +61,19 @@ void store_index(uint8_t* p, size_t ib, uint32_t v) {
       float* xt = x + t * d;
       for (size_t c = 0; c < d; ++c) xt[c] += at * bj[c];
     }
+}
+
+// Codes of B = 2 or 4 bits (whole codes per byte, lowest bits first: pack_bits' stream) as floats.
+template <unsigned B>
+void codes_to_float(const uint8_t* packed, size_t total, float* out) {
+  constexpr unsigned kPerByte = 8 / B, kMask = (1u << B) - 1u;
+  size_t i = 0;
+  for (; i + kPerByte <= total; i += kPerByte) {
+    const unsigned byte = packed[i / kPerByte];
+    for (unsigned k = 0; k < kPerByte; ++k) out[i + k] = static_cast<float>((byte >> (k * B)) & kMask);
+  }
+  for (unsigned k = 0; i < total; ++i, ++k)
+    out[i] = static_cast<float>((packed[i / kPerByte] >> (k * B)) & kMask);
 }
 
 Eigen::MatrixXd orthonormal_columns(const Eigen::MatrixXd& y) {
@@ -112,31 +125,17 @@ GearCodec::GearCodec(size_t dim, Axis axis, const GearConfig& cfg)
 
 void GearCodec::decode_block(const uint8_t* in, float* x) const {
   const size_t d = dim_, n = n_;
-  std::vector<uint8_t> q(n * d);
-  unpack_bits(in + codes_offset(), n * d, bits_, q.data());
-  std::vector<float> scale(m_), mins(m_);
-  for (size_t g = 0; g < m_; ++g) {
-    scale[g] = f16_to_f32(load_half(in + 2 * g));
-    mins[g] = f16_to_f32(load_half(in + 2 * (m_ + g)));
-  }
+  Parts p;
+  read_parts(in, p);
   // The base quantizer: the same expression as KIVI's decode, so rank 0 and sparsity 0 give
   // KIVI's keys (group = block) and values (group = head_dim) bit for bit.
   for (size_t t = 0; t < n; ++t)
     for (size_t c = 0; c < d; ++c) {
       const size_t g = axis_ == Axis::PerChannel ? c : t;
-      x[t * d + c] = mins[g] + scale[g] * static_cast<float>(q[t * d + c]);
+      x[t * d + c] = p.mins[g] + p.scale[g] * p.codes[t * d + c];
     }
-  if (r_ > 0) {
-    std::vector<float> a(n * r_), b(r_ * d);
-    const uint8_t* f = in + factors_offset();
-    for (size_t i = 0; i < a.size(); ++i) a[i] = f16_to_f32(load_half(f + 2 * i));
-    for (size_t i = 0; i < b.size(); ++i) b[i] = f16_to_f32(load_half(f + 2 * (a.size() + i)));
-    add_low_rank(a.data(), b.data(), n, d, r_, x);
-  }
-  for (size_t i = 0; i < k_; ++i) {
-    const uint32_t pos = load_index(in + index_offset() + i * ib_, ib_);
-    x[pos] += f16_to_f32(load_half(in + values_offset() + 2 * i));
-  }
+  if (r_ > 0) add_low_rank(p.a.data(), p.b.data(), n, d, r_, x);
+  for (size_t i = 0; i < k_; ++i) x[p.sparse_at[i]] += p.sparse_values[i];
 }
 
 void GearCodec::encode(const float* x, size_t n, uint8_t* codes) const {
@@ -216,6 +215,93 @@ void GearCodec::encode(const float* x, size_t n, uint8_t* codes) const {
 
 void GearCodec::decode(const uint8_t* codes, size_t n, float* x) const {
   for (size_t blk = 0; blk < n / n_; ++blk) decode_block(codes + blk * block_bytes_, x + blk * n_ * dim_);
+}
+
+void GearCodec::read_parts(const uint8_t* in, Parts& p) const {
+  const size_t d = dim_, n = n_, total = n * d;
+  p.codes.resize(total);
+  if (bits_ == 2) codes_to_float<2>(in + codes_offset(), total, p.codes.data());
+  else codes_to_float<4>(in + codes_offset(), total, p.codes.data());
+  p.scale.resize(m_), p.mins.resize(m_);
+  for (size_t g = 0; g < m_; ++g) {
+    p.scale[g] = f16_to_f32(load_half(in + 2 * g));
+    p.mins[g] = f16_to_f32(load_half(in + 2 * (m_ + g)));
+  }
+  p.a.resize(n * r_), p.b.resize(r_ * d);
+  const uint8_t* f = in + factors_offset();
+  for (size_t i = 0; i < p.a.size(); ++i) p.a[i] = f16_to_f32(load_half(f + 2 * i));
+  for (size_t i = 0; i < p.b.size(); ++i) p.b[i] = f16_to_f32(load_half(f + 2 * (p.a.size() + i)));
+  p.sparse_at.resize(k_), p.sparse_values.resize(k_);
+  for (size_t i = 0; i < k_; ++i) {
+    p.sparse_at[i] = load_index(in + index_offset() + i * ib_, ib_);
+    p.sparse_values[i] = f16_to_f32(load_half(in + values_offset() + 2 * i));
+  }
+}
+
+// x_t . q = sum_c q_c (min_g + scale_g code_tc) + sum_j A_tj (B q)_j + the block's sparse entries
+// of token t, with g the channel (keys) or the token (values).
+void GearCodec::score(const float* q, size_t nq, const uint8_t* codes, size_t n, float* scores) const {
+  const size_t d = dim_, nb = n_;
+  const bool per_channel = axis_ == Axis::PerChannel;
+  Parts p;
+  std::vector<float> folded(nq * d), base(nq), bq(nq * r_), dots(nq * nb);
+  for (size_t blk = 0; blk < n / nb; ++blk) {
+    read_parts(codes + blk * block_bytes_, p);
+    for (size_t i = 0; i < nq; ++i) {
+      const float* qi = q + i * d;
+      float sum = 0;
+      for (size_t c = 0; c < d; ++c) {
+        folded[i * d + c] = per_channel ? qi[c] * p.scale[c] : qi[c];
+        sum += qi[c] * (per_channel ? p.mins[c] : 1.0f);
+      }
+      base[i] = sum;
+      for (size_t j = 0; j < r_; ++j) bq[i * r_ + j] = simd::dot(p.b.data() + j * d, qi, d);
+    }
+    simd::dot_f32_rows(folded.data(), nq, p.codes.data(), nb, d, dots.data());
+    for (size_t i = 0; i < nq; ++i) {
+      float* out = scores + i * n + blk * nb;
+      for (size_t t = 0; t < nb; ++t) {
+        const float codes_part = dots[i * nb + t];
+        float s = per_channel ? base[i] + codes_part : p.mins[t] * base[i] + p.scale[t] * codes_part;
+        for (size_t j = 0; j < r_; ++j) s += p.a[t * r_ + j] * bq[i * r_ + j];
+        out[t] = s;
+      }
+      for (size_t e = 0; e < k_; ++e)
+        out[p.sparse_at[e] / d] += q[i * d + p.sparse_at[e] % d] * p.sparse_values[e];
+    }
+  }
+}
+
+// sum_t w_t x_t: the codes' weighted sum scaled per channel (keys) or weighted by the token's
+// scale (values), the minimums' share, (sum_t w_t A_t) B, and each sparse entry times its weight.
+void GearCodec::accumulate(const float* w, size_t nq, const uint8_t* codes, size_t n, float* out) const {
+  const size_t d = dim_, nb = n_;
+  const bool per_channel = axis_ == Axis::PerChannel;
+  Parts p;
+  std::vector<float> weights(nq * nb), sums(nq * d), wa(r_);
+  for (size_t blk = 0; blk < n / nb; ++blk) {
+    read_parts(codes + blk * block_bytes_, p);
+    for (size_t i = 0; i < nq; ++i)
+      for (size_t t = 0; t < nb; ++t)
+        weights[i * nb + t] = w[i * n + blk * nb + t] * (per_channel ? 1.0f : p.scale[t]);
+    std::fill(sums.begin(), sums.end(), 0.0f);
+    simd::accumulate_f32_rows(weights.data(), nq, p.codes.data(), nb, d, sums.data());
+    for (size_t i = 0; i < nq; ++i) {
+      const float* wi = w + i * n + blk * nb;
+      float* oi = out + i * d;
+      float total = 0;  // sum_t w_t, or (values) sum_t w_t min_t
+      for (size_t t = 0; t < nb; ++t) total += wi[t] * (per_channel ? 1.0f : p.mins[t]);
+      for (size_t c = 0; c < d; ++c) {
+        const float* si = sums.data() + i * d;
+        oi[c] += per_channel ? p.mins[c] * total + p.scale[c] * si[c] : total + si[c];
+      }
+      std::fill(wa.begin(), wa.end(), 0.0f);
+      for (size_t t = 0; t < nb; ++t)
+        for (size_t j = 0; j < r_; ++j) wa[j] += wi[t] * p.a[t * r_ + j];
+      for (size_t j = 0; j < r_; ++j) simd::axpy(wa[j], p.b.data() + j * d, oi, d);
+      for (size_t e = 0; e < k_; ++e) oi[p.sparse_at[e] % d] += wi[p.sparse_at[e] / d] * p.sparse_values[e];
+    }
+  }
 }
 
 void GearCodec::check_codes(const uint8_t* codes, size_t n) const {

@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "veloxquant/codec.h"
 
@@ -51,6 +52,15 @@ class GearCodec final : public Codec {
   // increasing, a non-finite sparse value.
   void check_codes(const uint8_t* codes, size_t n) const override;
 
+  // Attention on the three parts without rebuilding a block: the codes against the query folded
+  // with the grids, the low-rank part through B q (r values per query; accumulating, the
+  // weighted sum of A's rows times B) and the sparse entries one by one. Rebuilding costs r
+  // multiply-adds per element; this costs r per token and per channel.
+  bool fused_score() const override { return true; }
+  bool fused_accumulate() const override { return true; }
+  void score(const float* q, size_t nq, const uint8_t* codes, size_t n, float* scores) const override;
+  void accumulate(const float* w, size_t nq, const uint8_t* codes, size_t n, float* out) const override;
+
   // The layout, for tests and docs.
   size_t rank() const { return r_; }
   size_t sparse_count() const { return k_; }
@@ -64,6 +74,12 @@ class GearCodec final : public Codec {
   size_t values_offset() const { return index_offset() + ib_ * k_; }
 
  private:
+  // One block's parts in f32: grids [m], codes [n][d], A [n][r], B [r][d], sparse entries.
+  struct Parts {
+    std::vector<float> scale, mins, codes, a, b, sparse_values;
+    std::vector<uint32_t> sparse_at;
+  };
+  void read_parts(const uint8_t* in, Parts& p) const;
   void decode_block(const uint8_t* in, float* x) const;
   size_t dim_, n_, m_, r_, k_, ib_, code_bits_bytes_, block_bytes_;
   unsigned bits_;
