@@ -43,6 +43,13 @@ class PolarCodec final : public Codec {
                   float* out) const override;
   // Refuses a stored radius that is negative, infinite or NaN (encode stores a norm / sqrt(dim)).
   void check_codes(const uint8_t* codes, size_t n) const override;
+  // The rotated frame as the codec's basis: prefill attends there (Codec::decodes_in_basis).
+  bool decodes_in_basis() const override { return true; }
+  void decode_in_basis(const uint8_t* codes, size_t n, float* y) const override {
+    decode_rotated(codes, n, y);
+  }
+  void to_basis(float* x, size_t n) const override { rotation_.forward(x, n); }
+  void from_basis(float* x, size_t n) const override { rotation_.inverse(x, n); }
   // True where the 16-lane table kernels apply (AVX-512, angle codes of at most 4 bits).
   bool fused_score() const override;
   bool fused_accumulate() const override { return fused_score(); }
