@@ -9,8 +9,10 @@
 #include <cstring>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "codecs/codec_test_helpers.h"
 #include "codecs/gear/gear_codec.h"
 #include "codecs/kivi/kivi_key_codec.h"
 #include "codecs/kivi/kivi_value_codec.h"
@@ -20,7 +22,6 @@
 #include "veloxquant/cache.h"
 #include "veloxquant/error.h"
 #include "veloxquant/tensor.h"
-#include "codecs/codec_test_helpers.h"
 
 namespace veloxquant::gear {
 namespace {
@@ -136,22 +137,23 @@ TEST_P(GearBits, FusedScoreAndAccumulateMatchTheDecodedVectors) {
     std::vector<float> scores(nq * n), sums(nq * d, 0.5f);
     codec.score(q.data(), nq, codes.data(), n, scores.data());
     codec.accumulate(w.data(), nq, codes.data(), n, sums.data());
+    // base + sum_j a[j * sa] b[j * sb] in double, and the same sum of magnitudes (the bound's scale).
+    auto product = [](double base, const float* a, size_t sa, const float* b, size_t sb, size_t len) {
+      double sum = base, magnitude = std::fabs(base);
+      for (size_t j = 0; j < len; ++j) {
+        sum += a[j * sa] * static_cast<double>(b[j * sb]);
+        magnitude += std::fabs(a[j * sa] * static_cast<double>(b[j * sb]));
+      }
+      return std::pair{sum, magnitude};
+    };
     for (size_t i = 0; i < nq; ++i) {
       for (size_t t = 0; t < n; ++t) {
-        double want = 0, scale = 0;
-        for (size_t c = 0; c < d; ++c) {
-          want += q[i * d + c] * static_cast<double>(decoded[t * d + c]);
-          scale += std::fabs(q[i * d + c] * static_cast<double>(decoded[t * d + c]));
-        }
+        const auto [want, scale] = product(0.0, &q[i * d], 1, &decoded[t * d], 1, d);
         ASSERT_NEAR(scores[i * n + t], want, 1e-5 * scale)
             << (keys ? "keys" : "values") << " query " << i << " token " << t;
       }
       for (size_t c = 0; c < d; ++c) {
-        double want = 0.5, scale = 0.5;
-        for (size_t t = 0; t < n; ++t) {
-          want += w[i * n + t] * static_cast<double>(decoded[t * d + c]);
-          scale += std::fabs(w[i * n + t] * static_cast<double>(decoded[t * d + c]));
-        }
+        const auto [want, scale] = product(0.5, &w[i * n], 1, &decoded[c], d, n);
         ASSERT_NEAR(sums[i * d + c], want, 1e-5 * scale)
             << (keys ? "keys" : "values") << " query " << i << " channel " << c;
       }

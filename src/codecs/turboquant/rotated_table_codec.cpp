@@ -74,7 +74,7 @@ void table_row(const uint8_t* packed, size_t dim, const float* table, float norm
 }  // namespace
 
 void RotatedTableCodec::decode_in_basis(const uint8_t* codes, size_t n, float* y) const {
-  std::vector<uint8_t> idx(dim_);
+  std::vector<uint8_t> idx;  // only widths that do not divide 8 unpack first
   for (size_t t = 0; t < n; ++t) {
     const uint8_t* rec = codes + t * format_.stride;
     float norm;
@@ -87,6 +87,7 @@ void RotatedTableCodec::decode_in_basis(const uint8_t* codes, size_t n, float* y
       case 4: table_row<4>(packed, dim_, table_.data(), norm, row); break;
       case 8: table_row<8>(packed, dim_, table_.data(), norm, row); break;
       default:
+        idx.resize(dim_);
         unpack_bits(packed, dim_, code_bits_, idx.data());
         for (size_t c = 0; c < dim_; ++c) row[c] = norm * table_[idx[c]];
     }
