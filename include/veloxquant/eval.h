@@ -30,6 +30,11 @@ struct EvalOptions {
   uint64_t seed = 1;
   size_t decode_tokens = 64;  // decode steps timed after a prompt filling the rest of the context
   bool observe = false;       // observe each method's caches over a prompt of context/2 tokens
+  // Long-context tasks in RULER's manner (niah_multikey, niah_multivalue, variable_tracking,
+  // common_words), each scored at every task length over task_samples samples; none by default.
+  std::vector<std::string> tasks;
+  std::vector<size_t> task_lengths;  // empty: the context
+  size_t task_samples = 4;
   std::string model_name, text_name;  // recorded in the results' setup
 };
 

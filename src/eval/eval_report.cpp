@@ -67,6 +67,9 @@ std::string results_json(const EvalSetup& s, const std::vector<MethodEval>& rows
                 {"retrieval_depths", s.retrieval_depths},
                 {"needle_tokens", s.needle_tokens},
                 {"trials", s.trials},
+                {"tasks", s.tasks},
+                {"task_lengths", s.task_lengths},
+                {"task_samples", s.task_samples},
                 {"seed", s.seed},
                 {"decode_prompt", s.decode_prompt},
                 {"decode_tokens", s.decode_tokens},
@@ -79,6 +82,9 @@ std::string results_json(const EvalSetup& s, const std::vector<MethodEval>& rows
     nlohmann::ordered_json cells = nlohmann::ordered_json::array();
     for (const NeedleCell& c : r.retrieval)
       cells.push_back({{"length", c.length}, {"depth", c.depth}, {"recall", c.recall}, {"scored", c.scored}});
+    nlohmann::ordered_json tasks = nlohmann::ordered_json::array();
+    for (const LongTaskCell& c : r.tasks)
+      tasks.push_back({{"task", c.task}, {"length", c.length}, {"samples", c.samples}, {"score", c.score}});
     j["methods"].push_back({{"spec", r.spec},
                             {"key_bytes", r.key_bytes},
                             {"value_bytes", r.value_bytes},
@@ -94,6 +100,8 @@ std::string results_json(const EvalSetup& s, const std::vector<MethodEval>& rows
                             {"top1_agreement", r.top1_agreement},
                             {"retrieval_mean", r.retrieval_mean},
                             {"retrieval", cells},
+                            {"tasks_mean", r.tasks_mean},
+                            {"tasks", tasks},
                             {"prefill_tokens_per_s", r.prefill_tokens_per_s},
                             {"decode_tokens_per_s", r.decode_tokens_per_s},
                             {"kv_peak_held_bytes", r.kv_peak_held_bytes},
@@ -137,16 +145,32 @@ std::string results_markdown(const EvalSetup& s, const std::vector<MethodEval>& 
                       100.0 * r.top1_agreement, 100.0 * r.retrieval_mean, r.prefill_tokens_per_s,
                       r.decode_tokens_per_s, r.kv_peak_held_bytes, r.peak_rss_mib);
   }
-  if (rows.empty() || rows[0].retrieval.empty()) return md;
-  md += "\nRetrieval by length @ depth:\n\n| spec |";
-  for (const NeedleCell& c : rows[0].retrieval) md += fmt::format(" {} @ {:.2f} |", c.length, c.depth);
-  md += "\n| --- |";
-  for (size_t c = 0; c < rows[0].retrieval.size(); ++c) md += " ---: |";
-  md += "\n";
-  for (const MethodEval& r : rows) {
-    md += fmt::format("| `{}` |", r.spec);
-    for (const NeedleCell& c : r.retrieval) md += fmt::format(" {:.1f} % |", 100.0 * c.recall);
+  if (!rows.empty() && !rows[0].retrieval.empty()) {
+    md += "\nRetrieval by length @ depth:\n\n| spec |";
+    for (const NeedleCell& c : rows[0].retrieval) md += fmt::format(" {} @ {:.2f} |", c.length, c.depth);
+    md += "\n| --- |";
+    for (size_t c = 0; c < rows[0].retrieval.size(); ++c) md += " ---: |";
     md += "\n";
+    for (const MethodEval& r : rows) {
+      md += fmt::format("| `{}` |", r.spec);
+      for (const NeedleCell& c : r.retrieval) md += fmt::format(" {:.1f} % |", 100.0 * c.recall);
+      md += "\n";
+    }
+  }
+  if (!rows.empty() && !rows[0].tasks.empty()) {
+    md +=
+        fmt::format("\nLong-context tasks by length ({} sample{} each; score: the share of expected answers "
+                    "found in the greedy answer):\n\n| spec | mean |",
+                    s.task_samples, s.task_samples == 1 ? "" : "s");
+    for (const LongTaskCell& c : rows[0].tasks) md += fmt::format(" {} @ {} |", c.task, c.length);
+    md += "\n| --- | ---: |";
+    for (size_t c = 0; c < rows[0].tasks.size(); ++c) md += " ---: |";
+    md += "\n";
+    for (const MethodEval& r : rows) {
+      md += fmt::format("| `{}` | {:.1f} % |", r.spec, 100.0 * r.tasks_mean);
+      for (const LongTaskCell& c : r.tasks) md += fmt::format(" {:.1f} % |", 100.0 * c.score);
+      md += "\n";
+    }
   }
   return md;
 }

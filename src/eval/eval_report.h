@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "eval/long_tasks.h"
 #include "eval/needle_recall.h"
 #include "veloxquant/eval.h"
 #include "veloxquant/observer.h"
@@ -27,6 +28,8 @@ struct MethodEval {
   double top1_agreement = 1;
   std::vector<NeedleCell> retrieval;  // lengths in order, each with every depth in order
   double retrieval_mean = 0;
+  std::vector<LongTaskCell> tasks;  // tasks in order, each with every length in order
+  double tasks_mean = 0;
   double prefill_tokens_per_s = 0, decode_tokens_per_s = 0;
   double peak_rss_mib = 0;  // the process's peak resident memory while this method ran
   size_t kv_peak_held_bytes = 0;  // the most the caches' buffers held during a perplexity chunk
@@ -47,6 +50,9 @@ struct EvalSetup {
   std::vector<size_t> retrieval_lengths;
   std::vector<double> retrieval_depths;
   size_t needle_tokens = 0, trials = 0;
+  std::vector<std::string> tasks;
+  std::vector<size_t> task_lengths;
+  size_t task_samples = 0;
   uint64_t seed = 0;
   size_t decode_prompt = 0, decode_tokens = 0;
   size_t observed_tokens = 0;  // 0: not observed
@@ -73,7 +79,8 @@ std::vector<bool> pareto_front(const std::vector<MethodEval>& rows);
 std::string results_json(const EvalSetup& setup, const std::vector<MethodEval>& rows,
                          const std::optional<Guardrail>& guardrail);
 
-// The markdown table of every row, Pareto-front rows marked, then one line per retrieval cell.
+// The markdown table of every row, Pareto-front rows marked, then one line per spec with its
+// retrieval cells, and one with its task scores when tasks ran.
 std::string results_markdown(const EvalSetup& setup, const std::vector<MethodEval>& rows);
 
 }  // namespace veloxquant

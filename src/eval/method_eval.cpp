@@ -137,6 +137,16 @@ MethodEval evaluate_method(const Model& model, std::string_view text, std::span<
     r.retrieval_mean = n.mean_recall;
   }
 
+  if (!o.tasks.tasks.empty()) {
+    stage("tasks");
+    LongTaskOptions to = o.tasks;
+    to.kv_spec = spec;
+    to.progress = {};
+    const LongTaskResult t = run_long_tasks(model, text, haystack, to);
+    r.tasks = t.cells;
+    r.tasks_mean = t.mean_score;
+  }
+
   stage("decode");
   r.decode_tokens_per_s = decode_tokens_per_s(model, haystack, spec, o.context, o.decode_tokens);
   if (o.observe_tokens) {

@@ -1,7 +1,7 @@
 // Runs `veloxquant eval`'s measurements of one KV-cache method on a model: cache bytes and
 // perplexity (llama.cpp's chunking, with KL divergence and top-1 agreement against the fp16
-// baseline's saved log-probabilities), needle retrieval by length and depth, decode speed and
-// peak memory.
+// baseline's saved log-probabilities), needle retrieval by length and depth, long-context tasks,
+// decode speed and peak memory.
 #pragma once
 
 #include <cstddef>
@@ -22,6 +22,7 @@ struct MethodEvalOptions {
   size_t context = 2048;  // tokens per perplexity chunk
   size_t chunks = 8;
   NeedleOptions needle;   // kv_spec and progress are set per method
+  LongTaskOptions tasks;  // likewise; no tasks: none run
   size_t decode_tokens = 64;  // decode steps timed after a prompt of context - decode_tokens
   size_t observe_tokens = 0;  // > 0: observe the caches over a prompt of this many text tokens
   // The fp16 baseline writes its log-probabilities here; every other method is compared with them.
@@ -44,7 +45,7 @@ void check_specs_fit(const std::vector<std::string>& specs, const Model& model);
 // Measures `spec`. `baseline` is null for the fp16 run itself, which writes the baseline file;
 // every later run is compared with it and with that file. `haystack` is the text's tokens without
 // BOS (retrieval, decode and observation read it). `stage` is called with "perplexity",
-// "retrieval", "decode" and "observe" as each begins.
+// "retrieval", "tasks", "decode" and "observe" as each begins.
 MethodEval evaluate_method(const Model& model, std::string_view text, std::span<const int32_t> haystack,
                            const std::string& spec, const MethodEval* baseline, const MethodEvalOptions& options,
                            const std::function<void(const std::string&)>& stage);

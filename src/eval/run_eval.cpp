@@ -1,6 +1,7 @@
 // `veloxquant eval`'s run: settings checked, specs expanded and built for the model before any
 // measurement, then the fp16 baseline and every spec measured in order against it.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -60,6 +61,21 @@ EvalRun run_eval(const Model& model, std::string_view text, const EvalOptions& o
                               length, model_context, model_context));
     }
   }
+  for (const std::string& task : options.tasks) {
+    const auto& names = long_task_names();
+    if (std::find(names.begin(), names.end(), task) == names.end()) {
+      throw Error(
+          fmt::format("unknown long-context task '{}'; expected one of {}", task, fmt::join(names, ", ")));
+    }
+  }
+  for (const size_t length : options.task_lengths) {
+    if (length > model_context) {
+      throw Error(fmt::format("task length {} exceeds the model's context of {}; expected at most {}", length,
+                              model_context, model_context));
+    }
+  }
+  if (!options.tasks.empty() && options.task_samples == 0)
+    throw Error("task samples 0; expected at least 1 sample per task and length");
   // No BOS: retrieval and decode put their own first.
   const std::vector<int32_t> haystack = model.tokenizer().encode(text, /*add_special=*/false);
 
@@ -72,6 +88,10 @@ EvalRun run_eval(const Model& model, std::string_view text, const EvalOptions& o
   o.needle.needle_tokens = options.needle_tokens;
   o.needle.trials = options.trials;
   o.needle.seed = options.seed;
+  o.tasks.tasks = options.tasks;
+  o.tasks.lengths = options.task_lengths.empty() ? std::vector<size_t>{context} : options.task_lengths;
+  o.tasks.samples = options.task_samples;
+  o.tasks.seed = options.seed;
   o.decode_tokens = options.decode_tokens;
   o.observe_tokens = options.observe ? context / 2 : 0;
   o.baseline_logprobs = baseline_file.path.string();
@@ -101,6 +121,11 @@ EvalRun run_eval(const Model& model, std::string_view text, const EvalOptions& o
   setup.needle_tokens = options.needle_tokens;
   setup.trials = options.trials;
   setup.seed = options.seed;
+  if (!options.tasks.empty()) {
+    setup.tasks = options.tasks;
+    setup.task_lengths = o.tasks.lengths;
+    setup.task_samples = options.task_samples;
+  }
   setup.decode_prompt = context - options.decode_tokens;
   setup.decode_tokens = options.decode_tokens;
   setup.observed_tokens = o.observe_tokens;

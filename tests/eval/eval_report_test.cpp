@@ -149,6 +149,29 @@ TEST(EvalReport, MarkdownHasARowPerMethodAndTheFrontInBold) {
   EXPECT_CONTAINS(md, "| `mid` | 125 | 125 | 4.00x | 4.00 | 100.800 | +0.80 % |");
   EXPECT_CONTAINS(md, "| spec | 64 @ 0.50 |");
   EXPECT_CONTAINS(md, "| `blind` | 100.0 % |");
+  EXPECT_EQ(md.find("Long-context tasks"), std::string::npos);  // none ran
+}
+
+TEST(EvalReport, TaskScoresGoToTheJsonAndATableOfTheirOwn) {
+  std::vector<MethodEval> r = rows();
+  for (MethodEval& m : r) {
+    m.tasks = {LongTaskCell{"niah_multikey", 1024, 2, 0.5}, LongTaskCell{"common_words", 1024, 2, 0.25}};
+    m.tasks_mean = 0.375;
+  }
+  EvalSetup s = setup();
+  s.tasks = {"niah_multikey", "common_words"};
+  s.task_lengths = {1024};
+  s.task_samples = 2;
+  const auto j = nlohmann::json::parse(results_json(s, r, std::nullopt));
+  EXPECT_EQ(j.at("setup").at("tasks"), nlohmann::json({"niah_multikey", "common_words"}));
+  EXPECT_EQ(j.at("setup").at("task_samples"), 2);
+  EXPECT_EQ(j.at("methods").at(1).at("tasks_mean"), 0.375);
+  EXPECT_EQ(j.at("methods").at(1).at("tasks").at(1).at("task"), "common_words");
+  EXPECT_EQ(j.at("methods").at(1).at("tasks").at(1).at("score"), 0.25);
+  const std::string md = results_markdown(s, r);
+  EXPECT_CONTAINS(md, "Long-context tasks by length (2 samples each");
+  EXPECT_CONTAINS(md, "| spec | mean | niah_multikey @ 1024 | common_words @ 1024 |");
+  EXPECT_CONTAINS(md, "| `mid` | 37.5 % | 50.0 % | 25.0 % |");
 }
 
 TEST(EvalSpecs, AllIsEveryUncalibratedQuantizerThenEveryPolicyWithFp16First) {

@@ -127,6 +127,16 @@ Command add_eval_command(CLI::App& app) {
   cmd->add_option("--needle", a->options.needle_tokens, "needle length in tokens")->capture_default_str();
   cmd->add_option("--trials", a->options.trials, "retrieval sequences per length and depth")->capture_default_str();
   cmd->add_option("--seed", a->options.seed, "seed of the needles' random tokens")->capture_default_str();
+  cmd->add_option("--tasks", a->options.tasks,
+                  "long-context tasks in RULER's manner, comma-separated: niah_multikey, niah_multivalue, "
+                  "variable_tracking, common_words (default none)")
+      ->delimiter(',');
+  cmd->add_option("--task-lengths", a->options.task_lengths,
+                  "tokens per task sample, prompt and answer, comma-separated (default ctx)")
+      ->delimiter(',');
+  cmd->add_option("--task-samples", a->options.task_samples, "samples per task and length")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--decode-tokens", a->options.decode_tokens, "decode steps timed after a prompt filling the rest of --ctx")
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--out", a->out, "directory for results.json, results.md and the plots");
