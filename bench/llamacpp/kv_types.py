@@ -33,7 +33,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 from runtime_report import machine, write_result  # noqa: E402
 
-LLAMA_BIN = ROOT / ".llamacpp" / "build" / "bin"
+# Relative to ROOT, where every command runs, so the recorded commands name no machine's paths.
+LLAMA_PERPLEXITY = ".llamacpp/build/bin/llama-perplexity"
+OURS = "build/veloxquant"
 TEXT = "../shared/corpus/wikitext-2-raw/wiki.test.raw"
 MODELS = {  # the settings of bench/results_pages.sh
     "vq-hd128": ("models/vq-hd128.gguf", 2048, 8),
@@ -83,6 +85,11 @@ def run(cmd: list[str]) -> str:
     return p.stdout + p.stderr
 
 
+def recorded(cmd: list[str], work: Path) -> str:
+    """The command as the results record it: the run's temporary folder written as $TMP."""
+    return shlex.join(cmd).replace(str(work), "$TMP")
+
+
 def number(pattern: str, text: str) -> float:
     m = re.search(pattern, text)
     if not m:
@@ -102,7 +109,7 @@ def run_complete(cmd: list[str], last: str) -> str:
 
 def llama_rows(model: str, ctx: int, chunks: int, threads: int, work: Path) -> tuple[list[dict], str]:
     base = work / "base.kld"
-    common = [str(LLAMA_BIN / "llama-perplexity"), "-m", model, "-f", TEXT, "-c", str(ctx),
+    common = [LLAMA_PERPLEXITY, "-m", model, "-f", TEXT, "-c", str(ctx),
               "--chunks", str(chunks), "-t", str(threads), "-fa", "on"]
     out = run_complete(common + ["--kl-divergence-base", str(base)], r"Final estimate: PPL = [0-9]")
     base_ppl = number(r"Final estimate: PPL = ([0-9.]+)", out)
@@ -115,7 +122,7 @@ def llama_rows(model: str, ctx: int, chunks: int, threads: int, work: Path) -> t
             "perplexity": number(r"Mean PPL\(Q\)\s*:\s*([0-9.]+)", out),
             "kl_mean": number(r"Mean\s+KLD:\s*(-?[0-9.]+)", out),
             "top1_agreement": number(r"Same top p:\s*([0-9.]+)", out) / 100.0,
-            "command": shlex.join(cmd),
+            "command": recorded(cmd, work),
         })
     # Against the f16 type's perplexity, computed the same way: the saved base logits are stored
     # rounded, so the PPL(base) llama-perplexity prints from them differs from it (by 1.3 % on vq-hd64).
@@ -135,7 +142,7 @@ def ours_rows(
     if (setup["model"], setup["text"], setup["context"], setup["chunks"]) != (model, TEXT, ctx, chunks):
         sys.exit(f"{page} measured {setup['model']} on {setup['text']} at context {setup['context']} x "
                  f"{setup['chunks']} chunks; expected {model} on {TEXT} at {ctx} x {chunks}")
-    cmd = [str(ROOT / "build" / "veloxquant"), "eval", "-m", model, "--text", TEXT, "--kv", *FRONTIER,
+    cmd = [OURS, "eval", "-m", model, "--text", TEXT, "--kv", *FRONTIER,
            "--ctx", str(ctx), "--chunks", str(chunks), "-t", str(threads), "--retrieval", str(ctx),
            "--depths", "0.5", "--trials", "1", "--no-plots", "--out", str(work / "frontier")]
     run(cmd)
@@ -150,7 +157,7 @@ def ours_rows(
             if quantizer(m) and m["spec"] not in seen]
     fp16 = next(m for m in rows["methods"] if m["spec"] == "fp16")
     return out, {"page": str(page.relative_to(ROOT)), "fp16_perplexity": fp16["perplexity"],
-                 "frontier_command": shlex.join(cmd)}
+                 "frontier_command": recorded(cmd, work)}
 
 
 def front(rows: list[dict], metric: str = "kl_mean") -> list[dict]:
