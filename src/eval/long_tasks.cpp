@@ -186,9 +186,10 @@ LongTaskSample common_words(const Model& model, size_t length, std::span<const i
       "most often in the list are:";
   const Tokenizer& tok = model.tokenizer();
   const size_t max_new = 64;
-  const size_t fixed = (tok.bos() >= 0 ? 1 : 0) + tokens_of(model, query).size() + max_new;
-  if (length < fixed + tokens_of(model, header).size() + kMinFiller) {
-    throw Error(too_short(task, length, fixed + tokens_of(model, header).size()));
+  const std::vector<int32_t> tail = tokens_of(model, query);
+  const size_t fixed = (tok.bos() >= 0 ? 1 : 0) + tail.size() + max_new;
+  if (const size_t least = fixed + tokens_of(model, header).size(); length < least + kMinFiller) {
+    throw Error(too_short(task, length, least));
   }
   const size_t budget = length - fixed;  // the header, the list and the text before them
   // RULER's 30 occurrences of each common word at 4k tokens, fewer when the list cannot hold them
@@ -223,7 +224,6 @@ LongTaskSample common_words(const Model& model, size_t length, std::span<const i
   if (tok.bos() >= 0) s.prompt.push_back(tok.bos());
   s.prompt.insert(s.prompt.end(), text.begin(), text.end());
   s.prompt.insert(s.prompt.end(), list.begin(), list.end());
-  const std::vector<int32_t> tail = tokens_of(model, query);
   s.prompt.insert(s.prompt.end(), tail.begin(), tail.end());
   s.answers.assign(drawn.begin(), drawn.begin() + kCommon);
   s.max_new_tokens = max_new;
@@ -268,15 +268,30 @@ std::vector<std::string> task_words(std::string_view text) {
   return {words.begin(), words.end()};
 }
 
+void check_long_tasks(const std::vector<std::string>& tasks, const std::vector<size_t>& lengths,
+                      size_t samples, size_t context) {
+  const auto& names = long_task_names();
+  for (const std::string& task : tasks) {
+    if (std::find(names.begin(), names.end(), task) == names.end()) {
+      throw Error(
+          fmt::format("unknown long-context task '{}'; expected one of {}", task, fmt::join(names, ", ")));
+    }
+  }
+  for (const size_t length : lengths) {
+    if (length > context) {
+      throw Error(fmt::format("long-context task length {} exceeds the model's context of {} tokens", length,
+                              context));
+    }
+  }
+  if (samples == 0) throw Error("long-context tasks: 0 samples; expected at least 1");
+}
+
 LongTaskSample build_long_task(const Model& model, const std::string& task, size_t length, size_t index,
                                uint64_t seed, std::span<const int32_t> filler,
                                const std::vector<std::string>& words) {
+  check_long_tasks({task}, {}, 1, 0);
   const auto& names = long_task_names();
   const auto it = std::find(names.begin(), names.end(), task);
-  if (it == names.end()) {
-    throw Error(
-        fmt::format("unknown long-context task '{}'; expected one of {}", task, fmt::join(names, ", ")));
-  }
   Rng rng(derive_seed(seed, {static_cast<uint64_t>(it - names.begin()), length, index}));
   LongTaskSample s;
   if (task == "niah_multikey") s = niah_multikey(model, length, filler, rng, words);
@@ -298,14 +313,7 @@ LongTaskResult run_long_tasks(const Model& model, std::string_view text, std::sp
                               const LongTaskOptions& o) {
   if (o.tasks.empty()) throw Error("long-context tasks: none named; expected at least one");
   if (o.lengths.empty()) throw Error("long-context tasks: no lengths; expected at least one");
-  if (o.samples == 0) throw Error("long-context tasks: 0 samples; expected at least 1");
-  const size_t context = model.config().context_length;
-  for (const size_t length : o.lengths) {
-    if (length > context) {
-      throw Error(fmt::format("long-context task length {} exceeds the model's context of {} tokens", length,
-                              context));
-    }
-  }
+  check_long_tasks(o.tasks, o.lengths, o.samples, model.config().context_length);
   const std::vector<std::string> words = task_words(text);
   const Tokenizer& tok = model.tokenizer();
   LongTaskResult r;

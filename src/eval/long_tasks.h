@@ -47,6 +47,11 @@ LongTaskSample build_long_task(const Model& model, const std::string& task, size
                                uint64_t seed, std::span<const int32_t> filler,
                                const std::vector<std::string>& words);
 
+// Throws Error naming the value unless every task is known, every length fits `context` tokens
+// and samples >= 1; run_long_tasks checks this, and eval before its first measurement.
+void check_long_tasks(const std::vector<std::string>& tasks, const std::vector<size_t>& lengths,
+                      size_t samples, size_t context);
+
 // The fraction of `answers` found in `generated`, ignoring case (RULER's string_match_all).
 double score_long_task(std::string_view generated, const std::vector<std::string>& answers);
 

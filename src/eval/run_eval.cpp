@@ -1,7 +1,6 @@
 // `veloxquant eval`'s run: settings checked, specs expanded and built for the model before any
 // measurement, then the fp16 baseline and every spec measured in order against it.
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -61,21 +60,8 @@ EvalRun run_eval(const Model& model, std::string_view text, const EvalOptions& o
                               length, model_context, model_context));
     }
   }
-  for (const std::string& task : options.tasks) {
-    const auto& names = long_task_names();
-    if (std::find(names.begin(), names.end(), task) == names.end()) {
-      throw Error(
-          fmt::format("unknown long-context task '{}'; expected one of {}", task, fmt::join(names, ", ")));
-    }
-  }
-  for (const size_t length : options.task_lengths) {
-    if (length > model_context) {
-      throw Error(fmt::format("task length {} exceeds the model's context of {}; expected at most {}", length,
-                              model_context, model_context));
-    }
-  }
-  if (!options.tasks.empty() && options.task_samples == 0)
-    throw Error("task samples 0; expected at least 1 sample per task and length");
+  if (!options.tasks.empty())
+    check_long_tasks(options.tasks, options.task_lengths, options.task_samples, model_context);
   // No BOS: retrieval and decode put their own first.
   const std::vector<int32_t> haystack = model.tokenizer().encode(text, /*add_special=*/false);
 

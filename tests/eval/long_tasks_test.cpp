@@ -6,20 +6,16 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <regex>
 
+#include "eval/eval_inputs.h"
 #include "expect_error.h"
 #include "veloxquant/error.h"
 
 namespace veloxquant {
 namespace {
-
-const std::string kModel = VELOXQUANT_MODELS_DIR "/vq-hd128.gguf";
-const std::string kText = VELOXQUANT_SHARED_DIR "/corpus/wikitext-2-raw/wiki.test.raw";
 
 size_t count(const std::string& text, const std::string& what) {
   size_t n = 0;
@@ -30,13 +26,11 @@ size_t count(const std::string& text, const std::string& what) {
 class LongTasks : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const std::string& path : {kModel, kText})
-      if (!std::filesystem::exists(path)) GTEST_SKIP() << "not present: " << path;
+    if (const std::string missing = test::missing_eval_input(); !missing.empty())
+      GTEST_SKIP() << "not present: " << missing;
     if (!model_) {
-      model_.emplace(Model::load(kModel));
-      std::ifstream f(kText, std::ios::binary);
-      text_.assign(60000, '\0');  // about 17,000 tokens
-      f.read(text_.data(), static_cast<std::streamsize>(text_.size()));
+      model_.emplace(Model::load(test::kEvalModel));
+      text_ = test::eval_text_head(60000);  // about 17,000 tokens
       filler_ = model_->tokenizer().encode(text_, /*add_special=*/false);
       words_ = task_words(text_);
     }

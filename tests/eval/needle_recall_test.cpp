@@ -3,14 +3,14 @@
 // cache recalls nearly every needle token, the control (no planted copy) almost none, a cache that
 // evicted the needle almost none either; the cells come out in order with their byte counts, and
 // bad options are errors naming the value.
+#include "eval/needle_recall.h"
+
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <fstream>
 #include <numeric>
 #include <optional>
 
-#include "eval/needle_recall.h"
+#include "eval/eval_inputs.h"
 #include "expect_error.h"
 
 namespace veloxquant {
@@ -34,21 +34,15 @@ TEST(NeedleSequence, HoldsBosTheTextWithTheNeedleAtItsDepthAndTheNeedleLast) {
   EXPECT_EQ(needle_sequence(0, text, needle, 0.5, false), expected({0}, 0, false));
 }
 
-const std::string kModel = VELOXQUANT_MODELS_DIR "/vq-hd128.gguf";
-const std::string kText = VELOXQUANT_SHARED_DIR "/corpus/wikitext-2-raw/wiki.test.raw";
-
 class NeedleRecall : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const std::string& path : {kModel, kText})
-      if (!std::filesystem::exists(path)) GTEST_SKIP() << "not present: " << path;
+    if (const std::string missing = test::missing_eval_input(); !missing.empty())
+      GTEST_SKIP() << "not present: " << missing;
     if (!model_) {
-      model_.emplace(Model::load(kModel));
+      model_.emplace(Model::load(test::kEvalModel));
       // 20 kB of text, about 6,000 tokens: enough for two trials at different offsets.
-      std::ifstream f(kText, std::ios::binary);
-      std::string text(20000, '\0');
-      f.read(text.data(), static_cast<std::streamsize>(text.size()));
-      haystack_ = model_->tokenizer().encode(text, /*add_special=*/false);
+      haystack_ = model_->tokenizer().encode(test::eval_text_head(20000), /*add_special=*/false);
     }
   }
   static NeedleOptions options() {
