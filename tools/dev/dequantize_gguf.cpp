@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tool_main.h"
 #include "veloxquant/gguf.h"
 
 namespace {
@@ -28,15 +29,7 @@ int main(int argc, char** argv) {
   std::string in, out;
   app.add_option("in", in, "path of the .gguf file to read")->required();
   app.add_option("out", out, "path of the .gguf file to write")->required();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "veloxquant_dequantize_gguf: %s\n", e.what());
-    return 2;
-  }
-  try {
+  return veloxquant::dev::run_tool(app, argc, argv, "veloxquant_dequantize_gguf", [&] {
     const veloxquant::GgufFile file = veloxquant::GgufFile::open(in);
     veloxquant::GgufWriter writer;
     for (const auto& [key, value] : file.metadata()) writer.add_metadata(key, value);
@@ -52,9 +45,6 @@ int main(int argc, char** argv) {
                         {raw, raw + values.size() * sizeof(float)});
     }
     writer.write_file(out);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "veloxquant_dequantize_gguf: error: %s\n", e.what());
-    return 2;
-  }
-  return 0;
+    return 0;
+  });
 }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "npy.h"
+#include "tool_main.h"
 #include "veloxquant/error.h"
 #include "veloxquant/model.h"
 
@@ -77,15 +78,7 @@ int main(int argc, char** argv) {
   app.add_flag("--decode", decode, "evaluate one token at a time instead of one batch");
   app.add_option("--device", device, "cpu or cuda")->capture_default_str();
   app.add_option("--gpu-weights", gpu_weights, "with --device cuda: f16 or f32")->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "veloxquant_dump_logits: %s\n", e.what());
-    return 2;
-  }
-  try {
+  return veloxquant::dev::run_tool(app, argc, argv, "veloxquant_dump_logits", [&] {
     size_t batch = 1;
     const std::vector<int32_t> tokens = parse_tokens(tokens_text, batch);
     const size_t n = tokens.size() / batch;
@@ -115,9 +108,6 @@ int main(int argc, char** argv) {
       const size_t shape[] = {batch, n, vocab};
       veloxquant::dev::write_npy_f32(out, logits, shape);
     }
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "veloxquant_dump_logits: error: %s\n", e.what());
-    return 2;
-  }
-  return 0;
+    return 0;
+  });
 }

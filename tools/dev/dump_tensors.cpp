@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "npy.h"
+#include "tool_main.h"
 #include "veloxquant/gguf.h"
 
 int main(int argc, char** argv) {
@@ -21,15 +22,7 @@ int main(int argc, char** argv) {
   app.add_option("file", path, "path of the .gguf file")->required();
   app.add_option("--out", out, "folder for the .npy files (created if absent)")->required();
   app.add_option("--tensor", names, "a tensor to write (repeatable; default: all)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "veloxquant_dump_tensors: %s\n", e.what());
-    return 2;
-  }
-  try {
+  return veloxquant::dev::run_tool(app, argc, argv, "veloxquant_dump_tensors", [&] {
     const veloxquant::GgufFile file = veloxquant::GgufFile::open(path);
     if (names.empty())
       for (const auto& t : file.tensors()) names.push_back(t.name);
@@ -40,9 +33,6 @@ int main(int argc, char** argv) {
       veloxquant::dev::write_npy_f32((std::filesystem::path(out) / (name + ".npy")).string(),
                                      file.tensor_f32(t), shape);
     }
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "veloxquant_dump_tensors: error: %s\n", e.what());
-    return 2;
-  }
-  return 0;
+    return 0;
+  });
 }

@@ -13,6 +13,7 @@
 
 #include "fixture_model.h"
 #include "manifest.h"
+#include "tool_main.h"
 #include "veloxquant/error.h"
 
 int main(int argc, char** argv) {
@@ -40,15 +41,7 @@ int main(int argc, char** argv) {
   app.add_option("--layers", shape.layers, "layers")->capture_default_str();
   app.add_option("--context", shape.context, "context length written to the metadata")->capture_default_str();
   app.add_option("out", out, "path of the .gguf file to write")->required();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "veloxquant_make_fixture: %s\n", e.what());
-    return 2;
-  }
-  try {
+  return veloxquant::dev::run_tool(app, argc, argv, "veloxquant_make_fixture", [&] {
     options.type = veloxquant::dev::parse_weight_type(type);
     const auto fixture = veloxquant::dev::make_fixture(options);
     veloxquant::dev::write_gguf(fixture, out);
@@ -57,9 +50,6 @@ int main(int argc, char** argv) {
       f << veloxquant::dev::manifest(options, fixture).dump(1) << '\n';
       if (!f.flush()) throw veloxquant::Error("cannot write manifest " + manifest_path);
     }
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "veloxquant_make_fixture: error: %s\n", e.what());
-    return 2;
-  }
-  return 0;
+    return 0;
+  });
 }

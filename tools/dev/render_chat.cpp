@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "tool_main.h"
 #include "veloxquant/chat_template.h"
 #include "veloxquant/gguf.h"
 
@@ -40,36 +41,27 @@ int main(int argc, char** argv) {
   app.add_option("--bos", bos, "the bos_token text");
   app.add_option("--eos", eos, "the eos_token text");
   app.add_flag("--no-generation-prompt", no_generation_prompt, "add_generation_prompt = false");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "veloxquant_render_chat: %s\n", e.what());
-    return 2;
-  }
-  try {
-    if (template_path.empty() == gguf_path.empty())
-      throw veloxquant::Error("give either --template or --gguf");
-    veloxquant::ChatTemplate chat =
-        template_path.empty()
-            ? veloxquant::ChatTemplate::from_gguf(veloxquant::GgufFile::open(gguf_path), name)
-            : veloxquant::ChatTemplate::parse(read_file(template_path));
-    if (bos || eos)
-      chat = veloxquant::ChatTemplate::parse(chat.source(), bos.value_or(chat.bos_token()),
-                                             eos.value_or(chat.eos_token()));
-    veloxquant::ChatTemplateOptions options;
-    options.add_generation_prompt = !no_generation_prompt;
-    if (!tools_path.empty()) options.tools_json = read_file(tools_path);
-    if (!context_path.empty()) options.extra_context_json = read_file(context_path);
-    const std::string text = chat.render(read_file(messages_path), options);
-    std::fwrite(text.data(), 1, text.size(), stdout);
-  } catch (const veloxquant::ChatTemplateRaised& e) {
-    std::fprintf(stderr, "veloxquant_render_chat: %s\n", e.what());
-    return 3;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "veloxquant_render_chat: error: %s\n", e.what());
-    return 2;
-  }
-  return 0;
+  return veloxquant::dev::run_tool(app, argc, argv, "veloxquant_render_chat", [&] {
+    try {
+      if (template_path.empty() == gguf_path.empty())
+        throw veloxquant::Error("give either --template or --gguf");
+      veloxquant::ChatTemplate chat =
+          template_path.empty()
+              ? veloxquant::ChatTemplate::from_gguf(veloxquant::GgufFile::open(gguf_path), name)
+              : veloxquant::ChatTemplate::parse(read_file(template_path));
+      if (bos || eos)
+        chat = veloxquant::ChatTemplate::parse(chat.source(), bos.value_or(chat.bos_token()),
+                                               eos.value_or(chat.eos_token()));
+      veloxquant::ChatTemplateOptions options;
+      options.add_generation_prompt = !no_generation_prompt;
+      if (!tools_path.empty()) options.tools_json = read_file(tools_path);
+      if (!context_path.empty()) options.extra_context_json = read_file(context_path);
+      const std::string text = chat.render(read_file(messages_path), options);
+      std::fwrite(text.data(), 1, text.size(), stdout);
+    } catch (const veloxquant::ChatTemplateRaised& e) {
+      std::fprintf(stderr, "veloxquant_render_chat: %s\n", e.what());
+      return 3;
+    }
+    return 0;
+  });
 }
