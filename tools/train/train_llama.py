@@ -34,6 +34,8 @@ CONFIGS = {
     "vq-hd128": dict(dim=384, layers=8, heads=3, kv_heads=1, ffn=1024),
     # head_dim 64, 2 query heads per KV head.
     "vq-hd64": dict(dim=256, layers=8, heads=4, kv_heads=2, ffn=768),
+    # head_dim 64, 4 KV heads of 2 query heads each, 21M parameters, trained at 8192 tokens.
+    "vq-gqa": dict(dim=512, layers=8, heads=8, kv_heads=4, ffn=1024),
 }
 BOS = 0
 EPS = 1e-5
@@ -157,14 +159,47 @@ def plant_repeats(window: torch.Tensor, share: float, spans: int, vocab: int, rn
     return window
 
 
+def load_task_templates(path: str) -> list[dict]:
+    """The JSON lines veloxquant_task_templates writes: parts, gaps (text tokens between the parts)
+    and the answer of one long-context task sample each."""
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def task_window(template: dict, text: np.ndarray, context: int, rng: np.random.Generator) -> np.ndarray:
+    """`context` tokens: the template's prompt without its BOS, its gaps filled by consecutive text from a
+    random place, the answer, then the text going on. The model learns the tasks' format on training
+    text; `eval --tasks` draws its own keys, values and words from the evaluation text."""
+    parts, gaps, answer = template["parts"], template["gaps"], template["answer"]
+    fixed = sum(len(p) for p in parts) - 1 + len(answer)
+    stretch_len = context - fixed
+    start = int(rng.integers(0, text.size - stretch_len))
+    stretch = text[start:start + stretch_len]
+    pieces, at = [np.asarray(parts[0][1:], dtype=np.int64)], 0
+    for gap, part in zip(gaps, parts[1:], strict=True):
+        pieces += [stretch[at:at + gap], np.asarray(part, dtype=np.int64)]
+        at += gap
+    pieces += [np.asarray(answer, dtype=np.int64), stretch[at:]]
+    window = np.concatenate(pieces)
+    assert window.size == context, (window.size, context)
+    return window
+
+
 def batches(tokens: torch.Tensor, batch: int, context: int, gen: torch.Generator, repeat_share: float = 0.0,
-            repeat_spans: int = 1, vocab: int = 4096, seed: int = 1):
-    """Random windows of `context` tokens after a BOS: inputs [B, context], targets shifted by one."""
+            repeat_spans: int = 1, vocab: int = 4096, seed: int = 1, templates: list[dict] | None = None,
+            task_share: float = 0.0):
+    """Random windows of `context` tokens after a BOS: inputs [B, context], targets shifted by one. A
+    `task_share` of the windows hold a long-context task from `templates` instead."""
     span = torch.arange(context, device=tokens.device)
     rng = np.random.default_rng(seed)
+    text = tokens.cpu().numpy() if templates else None
     while True:
         starts = torch.randint(0, tokens.numel() - context, (batch,), generator=gen, device=tokens.device)
         window = plant_repeats(tokens[starts[:, None] + span], repeat_share, repeat_spans, vocab, rng)
+        for b in range(batch):
+            if templates and rng.random() < task_share:
+                tpl = templates[int(rng.integers(0, len(templates)))]
+                window[b] = torch.from_numpy(task_window(tpl, text, context, rng)).to(window.device)
         bos = torch.full((batch, 1), BOS, dtype=window.dtype, device=window.device)
         seq = torch.cat([bos, window], dim=1)
         yield seq[:, :-1], seq[:, 1:]
@@ -282,6 +317,9 @@ def main():
     ap.add_argument("--repeat-share", type=float, default=0.0,
                     help="share of training windows with spans copied later in the window (teaches copying)")
     ap.add_argument("--repeat-spans", type=int, default=1, help="spans copied in each such window")
+    ap.add_argument("--task-templates", help="long-context task templates (veloxquant_task_templates)")
+    ap.add_argument("--task-share", type=float, default=0.0,
+                    help="share of windows holding one of those tasks")
     args = ap.parse_args()
 
     torch.manual_seed(args.seed)
@@ -301,8 +339,9 @@ def main():
                             lr=args.lr, betas=(0.9, 0.95), fused=True)
     step_fn = model if args.no_compile else torch.compile(model)
     gen = torch.Generator(device=dev).manual_seed(args.seed)
+    templates = load_task_templates(args.task_templates) if args.task_templates else None
     data = batches(train, args.batch, args.context, gen, args.repeat_share, args.repeat_spans, args.vocab,
-                   args.seed)
+                   args.seed, templates, args.task_share)
     tokens_per_step = args.batch * args.context
     print(f"{args.config}: {n_params:,} parameters, {train.numel():,} train tokens, "
           f"{args.steps} steps of {tokens_per_step:,} tokens "
@@ -312,12 +351,15 @@ def main():
     curve, valid_curve, t0 = [], [], time.time()
     steps_done = args.steps
     for step in range(args.steps):
-        if time.time() - t0 > args.max_seconds:
+        # The cosine runs over the steps or the time limit, whichever ends first, so that a slower GPU
+        # still ends at the low learning rate.
+        progress = max(step / args.steps, (time.time() - t0) / args.max_seconds)
+        if progress >= 1:
             steps_done = step
             print(f"{args.config}: stopped at step {step} after {args.max_seconds} s", flush=True)
             break
         lr = args.lr * min(1.0, (step + 1) / args.warmup)
-        lr *= 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / args.steps))
+        lr *= 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
         for g in opt.param_groups:
             g["lr"] = lr
         x, y = next(data)
@@ -360,7 +402,8 @@ def main():
                                                 tied=True),
                   parameters=n_params, seed=args.seed, steps=steps_done, planned_steps=args.steps,
                   batch=args.batch, lr=args.lr, warmup=args.warmup, repeat_share=args.repeat_share,
-                  repeat_spans=args.repeat_spans, copy_accuracy=round(copying, 4),
+                  repeat_spans=args.repeat_spans, task_share=args.task_share if templates else 0.0,
+                  task_templates=len(templates) if templates else 0, copy_accuracy=round(copying, 4),
                   train_tokens=int(train.numel()),
                   tokens_seen=steps_done * tokens_per_step, train_seconds=round(train_seconds, 1),
                   final_train_loss=curve[-1]["loss"], valid_loss=round(val, 4),
