@@ -41,12 +41,12 @@ struct LogitBound {
 
 class OwnModelLogits : public ::testing::TestWithParam<LogitBound> {};
 
-// vq-hd64 is stored F16, exactly the weights PyTorch used: only f32 summation order differs.
-// vq-hd128 is stored Q8_0, and products with Q8_0 weights round their inputs to int8 (as
-// llama.cpp does): together 1.3e-2 and the top token changed at 2 of the 32 positions (the weights'
-// rounding alone, with f32 inputs, was 8.9e-3 and 1 position).
+// Both are stored Q8_0, and products with Q8_0 weights round their inputs to int8 (as llama.cpp
+// does): together 1.3e-2 and the top token changed at 2 of the 32 positions, on each model (on
+// vq-hd128 the weights' rounding alone, with f32 inputs, was 8.9e-3 and 1 position; vq-hd64 stored
+// F16 was within 1e-3 and agreed at all 32).
 INSTANTIATE_TEST_SUITE_P(Models, OwnModelLogits,
-                         ::testing::Values(LogitBound{"vq-hd64", 1e-3, 32},
+                         ::testing::Values(LogitBound{"vq-hd64", 2e-2, 30},
                                            LogitBound{"vq-hd128", 2e-2, 30}),
                          [](const auto& instance) {
                            std::string n = instance.param.model;
