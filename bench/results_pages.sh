@@ -2,7 +2,7 @@
 # Regenerates one model's page under docs/results/: fits every calibrated method on WikiText-2's
 # validation split, then runs `veloxquant eval` on the test split with every registered method
 # (`all`) plus the calibrated ones. One thread, so two models can run side by side on two cores.
-#   bench/results_pages.sh vq-hd128|vq-hd64|stories260K   # -> docs/results/MODEL/
+#   bench/results_pages.sh vq-hd128|vq-hd64|vq-gqa|stories260K   # -> docs/results/MODEL/
 # Environment: BUILD (default build), CALIB (default build/calib).
 set -euo pipefail
 
@@ -14,12 +14,13 @@ VQ="$BUILD/veloxquant"
 VALID=../shared/corpus/wikitext-2/wiki.valid.tokens
 TEST=../shared/corpus/wikitext-2-raw/wiki.test.raw
 
-name="${1:?usage: $0 vq-hd128|vq-hd64|stories260K}"
+name="${1:?usage: $0 vq-hd128|vq-hd64|vq-gqa|stories260K}"
 case "$name" in
   vq-hd128) model=models/vq-hd128.gguf ctx=2048 chunks=8 ;;
   vq-hd64) model=models/vq-hd64.gguf ctx=2048 chunks=4 ;;
+  vq-gqa) model=models/vq-gqa.gguf ctx=2048 chunks=8 ;;
   stories260K) model=../shared/models/stories260K.gguf ctx=512 chunks=8 ;;
-  *) echo "unknown model '$name': expected vq-hd128, vq-hd64 or stories260K" >&2; exit 2 ;;
+  *) echo "unknown model '$name': expected vq-hd128, vq-hd64, vq-gqa or stories260K" >&2; exit 2 ;;
 esac
 [[ -x "$VQ" ]] || { echo "$VQ is not built: run scripts/setup.sh first" >&2; exit 1; }
 

@@ -40,6 +40,7 @@ TEXT = "../shared/corpus/wikitext-2-raw/wiki.test.raw"
 MODELS = {  # the settings of bench/results_pages.sh
     "vq-hd128": ("models/vq-hd128.gguf", 2048, 8),
     "vq-hd64": ("models/vq-hd64.gguf", 2048, 4),
+    "vq-gqa": ("models/vq-gqa.gguf", 2048, 8),
 }
 # llama.cpp's KV types: (name, -ctk, -ctv, bits per element). A q*_0/q*_1/iq4_nl block holds 32
 # values and a 16-bit scale (and a 16-bit minimum for q*_1).

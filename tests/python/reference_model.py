@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from gguf import GGUFReader
+from gguf import quants as gguf_quants
 
 import ggml_blocks
 
@@ -156,9 +157,13 @@ def tensors(reader: GGUFReader) -> dict[str, np.ndarray]:
     out = {}
     for t in reader.tensors:
         n = int(t.n_elements)
+        shape = tuple(int(d) for d in reversed(t.shape.tolist()))
+        if int(t.tensor_type) not in ggml_blocks.TYPES:
+            # K-quants and the other types decoded only by llama.cpp's own numpy reference (PyPI gguf).
+            out[t.name] = gguf_quants.dequantize(t.data, t.tensor_type).astype(np.float64).reshape(shape)
+            continue
         start = int(t.data_offset)
         raw = reader.data[start : start + ggml_blocks.nbytes(int(t.tensor_type), n)]
-        shape = tuple(int(d) for d in reversed(t.shape.tolist()))
         out[t.name] = ggml_blocks.dequantize(raw, int(t.tensor_type), n).reshape(shape)
     return out
 
@@ -167,7 +172,9 @@ def load(path: str) -> Model:
     reader = GGUFReader(path)
     meta = metadata(reader)
     w = tensors(reader)
-    types = {t.name: ggml_blocks.type_name(int(t.tensor_type)) for t in reader.tensors}
+    # Types ggml_blocks does not decode (the K-quants) keep their inputs in float64 here, unrounded.
+    types = {t.name: ggml_blocks.TYPES.get(int(t.tensor_type), (t.tensor_type.name.lower(),))[0]
+             for t in reader.tensors}
 
     def linear(name: str, rows: slice = slice(None)) -> Linear:
         """Rows of a stored matrix (a part of a fused one), with its type's activation rounding."""
