@@ -15,16 +15,7 @@ import platform
 import subprocess
 import sys
 
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+from cpu_name import cpu_name
 
 
 def main():
@@ -66,7 +57,7 @@ def main():
         r["compression_ratio"] = fp16_bytes / r["stored_bytes"]
 
     date = datetime.date.today().isoformat()
-    machine = f"{cpu_model()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
+    machine = f"{cpu_name()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
     command = "python3 bench/attend_decode_report.py " + " ".join(sys.argv[1:])
     workload = (f"decode attention, 1 query token, 4 query heads on 1 KV head, head_dim 128, "
                 f"{args.tokens} cached synthetic tokens, one thread; median of {args.repetitions}")

@@ -17,7 +17,6 @@ import datetime
 import json
 import multiprocessing
 import os
-import platform
 import shlex
 import shutil
 import statistics
@@ -25,6 +24,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from cpu_name import cpu_name
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPT = "The old house on the hill had been empty for years, until"
@@ -34,16 +35,6 @@ def spin(stop_at):
     x = 0
     while time.time() < stop_at:
         x += 1
-
-
-def cpu_name():
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def generate(command, model, kv, tokens, threads):

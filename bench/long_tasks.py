@@ -20,6 +20,8 @@ import subprocess
 import sys
 import tempfile
 
+from cpu_name import cpu_name
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GUTENBERG = "../shared/corpus/train/gutenberg-valid.txt.xz"
 TASKS = "niah_multikey,niah_multivalue,variable_tracking,common_words"
@@ -30,14 +32,6 @@ SPECS = [
     f"snapkv:budget={BUDGET}", f"h2o:budget={BUDGET}", f"streaming_llm:budget={BUDGET}",
     f"expected_attention:budget={BUDGET}", f"snapkv:budget={BUDGET}+kivi",
 ]
-
-
-def cpu_name() -> str:
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return "unknown CPU"
 
 
 def main() -> None:

@@ -9,16 +9,9 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import subprocess
 
-
-def cpu_model():
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
+from cpu_name import cpu_name
 
 
 def main():
@@ -31,7 +24,7 @@ def main():
     print(f"`python3 bench/method_table.py {' '.join(args.specs)}` — each row is "
           f"`VELOXQUANT_THREADS=1 {args.build}/veloxquant bench --kv SPEC --json` (4096 synthetic tokens, "
           f"4 KV heads, head_dim 128, 4 query heads per KV head, seed 0); "
-          f"{cpu_model()}, {os.cpu_count()} cores; {datetime.date.today().isoformat()}.")
+          f"{cpu_name()}, {os.cpu_count()} cores; {datetime.date.today().isoformat()}.")
     print()
     print("| spec | compression | key_mse | key_cosine | value_mse | attn_rel_err | encode tok/s | "
           "attend tok/s |")

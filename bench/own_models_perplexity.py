@@ -15,23 +15,16 @@ import datetime
 import json
 import lzma
 import os
-import platform
 import subprocess
 import sys
 import tempfile
+
+from cpu_name import cpu_name
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = ["vq-hd128", "vq-hd64", "vq-gqa"]
 WIKI = "../shared/corpus/wikitext-2-raw/wiki.test.raw"
 GUTENBERG = "../shared/corpus/train/gutenberg-valid.txt.xz"
-
-
-def cpu_name() -> str:
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown CPU"
 
 
 def model_context(model: str) -> int:

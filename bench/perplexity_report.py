@@ -12,21 +12,14 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import subprocess
+
+from cpu_name import cpu_name
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLI = os.path.join(ROOT, "build", "veloxquant")
 SPECS = ["fp16", "kivi", "kivi:residual=32", "kivi:kbits=4,vbits=4,residual=32",
          "turboquant_mse", "turboquant_prod", "turboquant_rvq", "qjl", "polar"]
-
-
-def cpu_model():
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor()
 
 
 def run(args, extra):
@@ -65,7 +58,7 @@ def main():
     finally:
         if os.path.exists(os.path.join(ROOT, base)):
             os.remove(os.path.join(ROOT, base))
-    meta = {"date": datetime.date.today().isoformat(), "machine": f"{cpu_model()}, {os.cpu_count()} cores",
+    meta = {"date": datetime.date.today().isoformat(), "machine": f"{cpu_name()}, {os.cpu_count()} cores",
             "model": os.path.basename(args.model), "text": os.path.basename(args.text),
             "ctx": args.ctx, "chunks": args.chunks,
             "command": "python3 bench/perplexity_report.py " + f"--model {args.model} --text {args.text} "

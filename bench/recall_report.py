@@ -15,7 +15,8 @@ import os
 import subprocess
 import tempfile
 
-from perplexity_report import CLI, ROOT, cpu_model
+from cpu_name import cpu_name
+from perplexity_report import CLI, ROOT
 
 
 def main():
@@ -48,7 +49,7 @@ def main():
     command = (f"python3 bench/recall_report.py --model {args.model} --text {args.text} "
                f"--specs \"{args.specs}\" --lengths {args.lengths} --depths {args.depths} "
                f"--trials {args.trials} --name {args.name}")
-    meta = {"date": datetime.date.today().isoformat(), "machine": f"{cpu_model()}, {os.cpu_count()} cores",
+    meta = {"date": datetime.date.today().isoformat(), "machine": f"{cpu_name()}, {os.cpu_count()} cores",
             "model": os.path.basename(args.model), "text": os.path.basename(args.text), "command": command}
     out = os.path.join(ROOT, "bench", "results", args.name)
     with open(out + ".json", "w") as f:

@@ -43,7 +43,8 @@ import time
 import httpx
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from perplexity_report import ROOT, cpu_model  # noqa: E402
+from cpu_name import cpu_name  # noqa: E402
+from perplexity_report import ROOT  # noqa: E402
 
 CLI = os.path.join(ROOT, "build", "veloxquant")
 
@@ -325,7 +326,7 @@ def main():
     )
     meta = {
         "command": command,
-        "machine": f"{cpu_model()}, {os.cpu_count()} cores",
+        "machine": f"{cpu_name()}, {os.cpu_count()} cores",
         "date": datetime.date.today().isoformat(),
     }
     out = os.path.join(ROOT, "bench", "results", a.name)
