@@ -8,24 +8,13 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
-#include <fstream>
-#include <iterator>
 #include <optional>
 #include <string>
 
+#include "read_file.h"
 #include "tool_main.h"
 #include "veloxquant/chat_template.h"
 #include "veloxquant/gguf.h"
-
-namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw veloxquant::Error("cannot open '" + path + "'");
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Render chat messages with a chat template"};
@@ -48,15 +37,15 @@ int main(int argc, char** argv) {
       veloxquant::ChatTemplate chat =
           template_path.empty()
               ? veloxquant::ChatTemplate::from_gguf(veloxquant::GgufFile::open(gguf_path), name)
-              : veloxquant::ChatTemplate::parse(read_file(template_path));
+              : veloxquant::ChatTemplate::parse(veloxquant::dev::read_file(template_path));
       if (bos || eos)
         chat = veloxquant::ChatTemplate::parse(chat.source(), bos.value_or(chat.bos_token()),
                                                eos.value_or(chat.eos_token()));
       veloxquant::ChatTemplateOptions options;
       options.add_generation_prompt = !no_generation_prompt;
-      if (!tools_path.empty()) options.tools_json = read_file(tools_path);
-      if (!context_path.empty()) options.extra_context_json = read_file(context_path);
-      const std::string text = chat.render(read_file(messages_path), options);
+      if (!tools_path.empty()) options.tools_json = veloxquant::dev::read_file(tools_path);
+      if (!context_path.empty()) options.extra_context_json = veloxquant::dev::read_file(context_path);
+      const std::string text = chat.render(veloxquant::dev::read_file(messages_path), options);
       std::fwrite(text.data(), 1, text.size(), stdout);
     } catch (const veloxquant::ChatTemplateRaised& e) {
       std::fprintf(stderr, "veloxquant_render_chat: %s\n", e.what());

@@ -14,9 +14,9 @@
 
 #include <CLI/CLI.hpp>
 #include <fstream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 
+#include "../dev/read_file.h"
 #include "../dev/tool_main.h"
 #include "eval/long_tasks.h"
 #include "veloxquant/error.h"
@@ -25,12 +25,6 @@
 namespace {
 
 using namespace veloxquant;
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("cannot open '{}' for reading", path));
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 // What a model that solved the task would say after the prompt's lead-in ("... is:").
 std::string answer_text(const std::string& task, const std::vector<std::string>& answers) {
@@ -89,7 +83,7 @@ int main(int argc, char** argv) {
     const Tokenizer& tok = model.tokenizer();
     const int32_t gap = tok.eos();
     if (gap < 0) throw Error(fmt::format("'{}' has no end-of-sequence token to mark gaps with", model_path));
-    const std::vector<std::string> words = task_words(read_all(text_path));
+    const std::vector<std::string> words = task_words(dev::read_file(text_path));
     const size_t longest = *std::max_element(lengths.begin(), lengths.end());
     const std::vector<int32_t> filler(longest, gap);
     const auto& tasks = long_task_names();

@@ -3,15 +3,15 @@
 // on exactly the ids the runtime will produce.
 //   veloxquant_tokenizer train --vocab 4096 -o tokenizer.gguf TEXT...
 //   veloxquant_tokenizer encode -t tokenizer.gguf -o tokens.u16 TEXT...
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-#include <iterator>
 
+#include "../dev/read_file.h"
 #include "runtime/tokenizer/bpe_trainer.h"
 #include "veloxquant/error.h"
 #include "veloxquant/gguf.h"
@@ -20,12 +20,6 @@
 namespace {
 
 using namespace veloxquant;
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("cannot open '{}' for reading", path));
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -50,7 +44,7 @@ void train(const std::vector<std::string>& inputs, size_t vocab, const std::stri
   BpeWordCounts counts(pre);
   size_t bytes = 0;
   for (const std::string& path : inputs) {
-    const std::string text = read_all(path);
+    const std::string text = dev::read_file(path);
     bytes += text.size();
     count_words(counts, text);
     fmt::print(stderr, "counted {} ({:.1f} MB so far, {} distinct words, {:.0f} s)\n", path,
@@ -82,7 +76,7 @@ void encode(const std::vector<std::string>& inputs, const std::string& tokenizer
   if (!o) throw Error(fmt::format("cannot open '{}' for writing", out));
   size_t bytes = 0, tokens = 0;
   for (const std::string& path : inputs) {
-    const std::string text = read_all(path);
+    const std::string text = dev::read_file(path);
     const std::vector<int32_t> ids = tok.encode(text, /*add_special=*/false);
     std::vector<uint16_t> packed(ids.begin(), ids.end());  // little-endian on every target host
     o.write(reinterpret_cast<const char*>(packed.data()),
