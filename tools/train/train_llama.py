@@ -139,12 +139,15 @@ def gguf_tensors(model: Llama) -> dict[str, np.ndarray]:
     return {k: v.detach().float().cpu().numpy().astype(np.float16) for k, v in out.items()}
 
 
-def plant_repeats(window: torch.Tensor, share: float, spans: int, vocab: int, rng: np.random.Generator):
+def plant_repeats(window: torch.Tensor, share: float, spans: int, vocab: int, rng: np.random.Generator,
+                  near: float = 0.0):
     """In a `share` of the windows, copies `spans` spans of 16..256 tokens each to later places in
     the same window; half of those spans are first replaced by random tokens. Prose alone repeats
     too little for a model this small to learn to copy from its context (induction heads) in this
     many tokens, and without copying a KV cache's far tokens barely matter, which would make every
-    retrieval test vacuous. The choices come from a CPU generator: no GPU round trip per span."""
+    retrieval test vacuous. A `near` share of the copies land within 256 tokens of their source:
+    short-range copies are the easiest to learn, and the heads learned on them then reach further.
+    The choices come from a CPU generator: no GPU round trip per span."""
     B, T = window.shape
     for b in range(B):
         if rng.random() >= share:
@@ -152,7 +155,8 @@ def plant_repeats(window: torch.Tensor, share: float, spans: int, vocab: int, rn
         for _ in range(spans):
             n = int(rng.integers(16, 257))
             src = int(rng.integers(0, T - 2 * n))
-            dst = int(rng.integers(src + n, T - n + 1))
+            last = T - n if rng.random() >= near else min(T - n, src + n + 256)
+            dst = int(rng.integers(src + n, last + 1))
             if rng.random() < 0.5:
                 window[b, src:src + n] = torch.from_numpy(rng.integers(2, vocab, n)).to(window.device)
             window[b, dst:dst + n] = window[b, src:src + n]
@@ -187,7 +191,7 @@ def task_window(template: dict, text: np.ndarray, context: int, rng: np.random.G
 
 def batches(tokens: torch.Tensor, batch: int, context: int, gen: torch.Generator, repeat_share: float = 0.0,
             repeat_spans: int = 1, vocab: int = 4096, seed: int = 1, templates: list[dict] | None = None,
-            task_share: float = 0.0):
+            task_share: float = 0.0, repeat_near: float = 0.0):
     """Random windows of `context` tokens after a BOS: inputs [B, context], targets shifted by one. A
     `task_share` of the windows hold a long-context task from `templates` instead."""
     span = torch.arange(context, device=tokens.device)
@@ -195,7 +199,8 @@ def batches(tokens: torch.Tensor, batch: int, context: int, gen: torch.Generator
     text = tokens.cpu().numpy() if templates else None
     while True:
         starts = torch.randint(0, tokens.numel() - context, (batch,), generator=gen, device=tokens.device)
-        window = plant_repeats(tokens[starts[:, None] + span], repeat_share, repeat_spans, vocab, rng)
+        window = plant_repeats(tokens[starts[:, None] + span], repeat_share, repeat_spans, vocab, rng,
+                               repeat_near)
         for b in range(batch):
             if templates and rng.random() < task_share:
                 tpl = templates[int(rng.integers(0, len(templates)))]
@@ -317,6 +322,12 @@ def main():
     ap.add_argument("--repeat-share", type=float, default=0.0,
                     help="share of training windows with spans copied later in the window (teaches copying)")
     ap.add_argument("--repeat-spans", type=int, default=1, help="spans copied in each such window")
+    ap.add_argument("--repeat-near", type=float, default=0.0,
+                    help="share of those copies placed within 256 tokens of their source")
+    ap.add_argument("--warm-context", type=int, default=0,
+                    help="train the first --warm-share of the run on windows this long (same tokens a step)")
+    ap.add_argument("--warm-share", type=float, default=0.0,
+                    help="share of the run (steps or time) spent on --warm-context windows")
     ap.add_argument("--task-templates", help="long-context task templates (veloxquant_task_templates)")
     ap.add_argument("--task-share", type=float, default=0.0,
                     help="share of windows holding one of those tasks")
@@ -341,7 +352,18 @@ def main():
     gen = torch.Generator(device=dev).manual_seed(args.seed)
     templates = load_task_templates(args.task_templates) if args.task_templates else None
     data = batches(train, args.batch, args.context, gen, args.repeat_share, args.repeat_spans, args.vocab,
-                   args.seed, templates, args.task_share)
+                   args.seed, templates, args.task_share, args.repeat_near)
+    # Copying (induction heads) forms sooner on short windows, where more of them fit a step; the
+    # long windows then teach the model to use it at its full context. Tasks need the full context.
+    warm_data = None
+    if args.warm_context and args.warm_share > 0:
+        if args.context % args.warm_context:
+            raise SystemExit(f"--warm-context {args.warm_context} must divide --context {args.context}")
+        # As many copied spans per token as the long windows carry.
+        warm_spans = max(1, args.repeat_spans * args.warm_context // args.context)
+        warm_data = batches(train, args.batch * (args.context // args.warm_context), args.warm_context, gen,
+                            args.repeat_share, warm_spans, args.vocab, args.seed + 1, None, 0.0,
+                            args.repeat_near)
     tokens_per_step = args.batch * args.context
     print(f"{args.config}: {n_params:,} parameters, {train.numel():,} train tokens, "
           f"{args.steps} steps of {tokens_per_step:,} tokens "
@@ -362,7 +384,7 @@ def main():
         lr *= 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
         for g in opt.param_groups:
             g["lr"] = lr
-        x, y = next(data)
+        x, y = next(warm_data if warm_data is not None and progress < args.warm_share else data)
         with torch.autocast(dev.type, dtype=torch.bfloat16):
             logits = step_fn(x)
         loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
@@ -402,7 +424,10 @@ def main():
                                                 tied=True),
                   parameters=n_params, seed=args.seed, steps=steps_done, planned_steps=args.steps,
                   batch=args.batch, lr=args.lr, warmup=args.warmup, repeat_share=args.repeat_share,
-                  repeat_spans=args.repeat_spans, task_share=args.task_share if templates else 0.0,
+                  repeat_spans=args.repeat_spans, repeat_near=args.repeat_near,
+                  warm_context=args.warm_context if warm_data is not None else 0,
+                  warm_share=args.warm_share if warm_data is not None else 0.0,
+                  task_share=args.task_share if templates else 0.0,
                   task_templates=len(templates) if templates else 0, copy_accuracy=round(copying, 4),
                   train_tokens=int(train.numel()),
                   tokens_seen=steps_done * tokens_per_step, train_seconds=round(train_seconds, 1),
