@@ -126,6 +126,39 @@ TEST(Kitty, CodeBytesMatchTheFormula) {
   EXPECT_EQ(KittyKeyCodec(128, 2, 4, boost_channels(0.125, 128), 32).code_bytes(32), 1680u);
 }
 
+// The fused scores (codes against the scale-folded query, split by the block's mask) are the
+// decoded keys' inner products, for every layout: no channel boosted, odd widths, half boosted.
+TEST(Kitty, FusedScoresEqualTheDecodedKeysProducts) {
+  struct Case {
+    size_t d, group;
+    unsigned bits, high;
+    size_t k;
+  };
+  for (const Case& c : {Case{128, 32, 2, 4, 16}, Case{128, 64, 2, 8, 64}, Case{80, 32, 3, 5, 10},
+                        Case{8, 16, 4, 8, 1}, Case{96, 32, 2, 4, 0}, Case{7, 16, 1, 4, 3}}) {
+    const KittyKeyCodec codec(c.d, c.bits, c.high, c.k, c.group);
+    const size_t n = 3 * c.group, nq = 3;
+    const std::vector<float> k = synthetic_keys(n, c.d, 11 + c.d);
+    const std::vector<float> q = synthetic_keys(nq, c.d, 29 + c.d);
+    std::vector<uint8_t> codes(codec.code_bytes(n));
+    codec.encode(k.data(), n, codes.data());
+    std::vector<float> decoded(n * c.d), fused(nq * n);
+    codec.decode(codes.data(), n, decoded.data());
+    codec.score(q.data(), nq, codes.data(), n, fused.data());
+    ASSERT_TRUE(codec.fused_score());
+    for (size_t i = 0; i < nq; ++i)
+      for (size_t t = 0; t < n; ++t) {
+        double want = 0, magnitude = 0;
+        for (size_t ch = 0; ch < c.d; ++ch) {
+          want += double(q[i * c.d + ch]) * decoded[t * c.d + ch];
+          magnitude += std::fabs(double(q[i * c.d + ch]) * decoded[t * c.d + ch]);
+        }
+        ASSERT_NEAR(fused[i * n + t], want, 1e-5 * magnitude + 1e-6)
+            << "head_dim " << c.d << ", " << c.k << " boosted, query " << i << ", token " << t;
+      }
+  }
+}
+
 // Codes from a session file: a mask with the wrong number of boosted channels (or a bit beyond
 // head_dim) and a non-finite or negative grid are refused with an Error naming block and field.
 TEST(Kitty, CorruptCodesAreRefused) {

@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "codecs/common/affine_grid.h"
+#include "codecs/kivi/dense_codes.h"
 #include "core/bitpack.h"
 #include "core/half_bytes.h"
+#include "core/simd.h"
 #include "veloxquant/error.h"
 #include "veloxquant/tensor.h"
 
@@ -18,6 +20,14 @@ namespace veloxquant::kitty {
 namespace {
 
 bool boosted(const uint8_t* mask, size_t c) { return ((mask[c / 8] >> (c % 8)) & 1u) != 0; }
+
+// n codes of a bit stream as floats: KIVI's direct unpacking for whole bytes of 2, 4 or 8 bits,
+// through bytes for the other widths.
+void codes_as_floats(const uint8_t* in, size_t n, unsigned bits, uint8_t* scratch, float* out) {
+  if ((bits == 2 || bits == 4 || bits == 8) && n * bits % 8 == 0) return kivi::unpack_dense(in, n, bits, out);
+  unpack_bits(in, n, bits, scratch);
+  std::copy(scratch, scratch + n, out);
+}
 
 }  // namespace
 
@@ -92,6 +102,34 @@ void KittyKeyCodec::decode(const uint8_t* codes, size_t n, float* x) const {
         const uint8_t q = is_high[c] ? high[hi_i++] : low[li++];
         xb[t * d + c] = mins[c] + scale[c] * static_cast<float>(q);
       }
+  }
+}
+
+void KittyKeyCodec::score(const float* q, size_t nq, const uint8_t* codes, size_t n, float* scores) const {
+  const size_t d = dim_, g = group_, low_n = d - k_;
+  std::vector<uint8_t> low(g * low_n), high(g * k_);
+  std::vector<float> low_f(low.size()), high_f(high.size()), mins(d), folded_low(nq * low_n),
+      folded_high(nq * k_), offset(nq), sums_low(nq * g), sums_high(nq * g);
+  for (size_t b = 0; b < n / g; ++b) {
+    const uint8_t* in = codes + b * block_bytes_;
+    for (size_t c = 0; c < d; ++c) mins[c] = f16_to_f32(load_half(in + grids_offset() + 2 * (d + c)));
+    for (size_t j = 0; j < nq; ++j) {
+      const float* qj = q + j * d;
+      size_t li = 0, hi_i = 0;
+      for (size_t c = 0; c < d; ++c) {
+        const float folded = qj[c] * f16_to_f32(load_half(in + grids_offset() + 2 * c));
+        if (boosted(in, c)) folded_high[j * k_ + hi_i++] = folded;
+        else folded_low[j * low_n + li++] = folded;
+      }
+      offset[j] = simd::dot(qj, mins.data(), d);
+    }
+    codes_as_floats(in + low_offset(), low.size(), bits_, low.data(), low_f.data());
+    codes_as_floats(in + high_offset(), high.size(), high_bits_, high.data(), high_f.data());
+    simd::dot_f32_rows(folded_low.data(), nq, low_f.data(), g, low_n, sums_low.data());
+    simd::dot_f32_rows(folded_high.data(), nq, high_f.data(), g, k_, sums_high.data());
+    for (size_t j = 0; j < nq; ++j)
+      for (size_t t = 0; t < g; ++t)
+        scores[j * n + b * g + t] = sums_low[j * g + t] + sums_high[j * g + t] + offset[j];
   }
 }
 

@@ -39,6 +39,11 @@ class KittyKeyCodec final : public Codec {
   // Refuses what encode() cannot write: a channel mask without exactly boost_count() bits set or
   // with a padding bit set, a non-finite or negative stored step, a non-finite minimum.
   void check_codes(const uint8_t* codes, size_t n) const override;
+  bool fused_score() const override { return true; }
+  // Scores from codes, per block: q . k_t = sum_c (q_c scale_c) code_tc + q . min. The query is
+  // folded with the scales and split by the block's mask into its low and boosted channels, the
+  // two code streams become floats once for every query, and each gives f32 dot products.
+  void score(const float* q, size_t nq, const uint8_t* codes, size_t n, float* scores) const override;
 
   // The layout, for tests and docs.
   size_t boost_count() const { return k_; }
