@@ -3,6 +3,18 @@
 #include <cstring>
 
 namespace veloxquant {
+namespace {
+
+template <unsigned B>
+void unpack_whole_bytes_f32(const uint8_t* in, size_t n, float* out) {
+  constexpr unsigned K = 8 / B, mask = (1u << B) - 1u;
+  for (size_t i = 0; i < n / K; ++i) {
+    const unsigned byte = in[i];
+    for (unsigned k = 0; k < K; ++k) out[i * K + k] = static_cast<float>((byte >> (B * k)) & mask);
+  }
+}
+
+}  // namespace
 
 void pack_bits(const uint8_t* codes, size_t n, unsigned bits, uint8_t* out) {
   if (n == 0) return;  // empty spans may come with null pointers, which memcpy/memset forbid
@@ -43,6 +55,31 @@ void unpack_bits(const uint8_t* packed, size_t n, unsigned bits, uint8_t* codes)
       avail += 8;
     }
     codes[i] = static_cast<uint8_t>(acc & mask);
+    acc >>= bits;
+    avail -= bits;
+  }
+}
+
+void unpack_bits_f32(const uint8_t* packed, size_t n, unsigned bits, float* out) {
+  if (n * bits % 8 == 0) {
+    switch (bits) {
+      case 1: return unpack_whole_bytes_f32<1>(packed, n, out);
+      case 2: return unpack_whole_bytes_f32<2>(packed, n, out);
+      case 4: return unpack_whole_bytes_f32<4>(packed, n, out);
+      case 8: return unpack_whole_bytes_f32<8>(packed, n, out);
+      default: break;
+    }
+  }
+  const uint32_t mask = (1u << bits) - 1u;
+  uint32_t acc = 0;
+  unsigned avail = 0;
+  size_t in = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (avail < bits) {
+      acc |= static_cast<uint32_t>(packed[in++]) << avail;
+      avail += 8;
+    }
+    out[i] = static_cast<float>(acc & mask);
     acc >>= bits;
     avail -= bits;
   }

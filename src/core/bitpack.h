@@ -12,5 +12,8 @@ constexpr size_t packed_bytes(size_t n, unsigned bits) { return (n * bits + 7) /
 // REQUIRES: 1 <= bits <= 8, every code < 2^bits. Writes exactly packed_bytes(n, bits) bytes.
 void pack_bits(const uint8_t* codes, size_t n, unsigned bits, uint8_t* out);
 void unpack_bits(const uint8_t* packed, size_t n, unsigned bits, uint8_t* codes);
+// The same codes as floats, for kernels that take dot products with them (a byte at a time for
+// 1, 2, 4 and 8 bits when n codes fill whole bytes).
+void unpack_bits_f32(const uint8_t* packed, size_t n, unsigned bits, float* out);
 
 }  // namespace veloxquant

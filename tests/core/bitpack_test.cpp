@@ -34,6 +34,23 @@ TEST(Bitpack, PackedBytesIsCeilOfBitCount) {
     for (size_t n = 0; n < 70; ++n) EXPECT_EQ(packed_bytes(n, b), (n * b + 7) / 8) << n << " " << b;
 }
 
+// The float unpacking gives the byte unpacking's codes for every width and length, through the
+// whole-byte paths (1, 2, 4, 8 bits, lengths that fill bytes) and the general one alike.
+TEST(Bitpack, FloatUnpackingGivesTheSameCodes) {
+  for (unsigned bits = 1; bits <= 8; ++bits) {
+    for (size_t n = 0; n <= 67; ++n) {
+      const std::vector<uint8_t> codes = random_codes(n, bits, 7000 * bits + n);
+      std::vector<uint8_t> packed(packed_bytes(n, bits));
+      pack_bits(codes.data(), n, bits, packed.data());
+      std::vector<float> got(n + 1, -1.0f);
+      unpack_bits_f32(packed.data(), n, bits, got.data());
+      for (size_t i = 0; i < n; ++i)
+        ASSERT_EQ(got[i], float(codes[i])) << bits << " bits, n " << n << ", code " << i;
+      EXPECT_EQ(got[n], -1.0f) << "wrote past code " << n << " (" << bits << " bits)";
+    }
+  }
+}
+
 TEST(Bitpack, RoundTripEveryWidthManyLengthsNoOverrun) {
   for (unsigned bits = 1; bits <= 8; ++bits) {
     for (size_t n = 0; n <= 131; ++n) {

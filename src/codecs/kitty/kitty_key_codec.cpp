@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "codecs/common/affine_grid.h"
-#include "codecs/kivi/dense_codes.h"
 #include "core/bitpack.h"
 #include "core/half_bytes.h"
 #include "core/simd.h"
@@ -20,14 +19,6 @@ namespace veloxquant::kitty {
 namespace {
 
 bool boosted(const uint8_t* mask, size_t c) { return ((mask[c / 8] >> (c % 8)) & 1u) != 0; }
-
-// n codes of a bit stream as floats: KIVI's direct unpacking for whole bytes of 2, 4 or 8 bits,
-// through bytes for the other widths.
-void codes_as_floats(const uint8_t* in, size_t n, unsigned bits, uint8_t* scratch, float* out) {
-  if ((bits == 2 || bits == 4 || bits == 8) && n * bits % 8 == 0) return kivi::unpack_dense(in, n, bits, out);
-  unpack_bits(in, n, bits, scratch);
-  std::copy(scratch, scratch + n, out);
-}
 
 }  // namespace
 
@@ -107,9 +98,8 @@ void KittyKeyCodec::decode(const uint8_t* codes, size_t n, float* x) const {
 
 void KittyKeyCodec::score(const float* q, size_t nq, const uint8_t* codes, size_t n, float* scores) const {
   const size_t d = dim_, g = group_, low_n = d - k_;
-  std::vector<uint8_t> low(g * low_n), high(g * k_);
-  std::vector<float> low_f(low.size()), high_f(high.size()), mins(d), folded_low(nq * low_n),
-      folded_high(nq * k_), offset(nq), sums_low(nq * g), sums_high(nq * g);
+  std::vector<float> low_f(g * low_n), high_f(g * k_), mins(d), folded_low(nq * low_n), folded_high(nq * k_),
+      offset(nq), sums_low(nq * g), sums_high(nq * g);
   for (size_t b = 0; b < n / g; ++b) {
     const uint8_t* in = codes + b * block_bytes_;
     for (size_t c = 0; c < d; ++c) mins[c] = f16_to_f32(load_half(in + grids_offset() + 2 * (d + c)));
@@ -123,8 +113,8 @@ void KittyKeyCodec::score(const float* q, size_t nq, const uint8_t* codes, size_
       }
       offset[j] = simd::dot(qj, mins.data(), d);
     }
-    codes_as_floats(in + low_offset(), low.size(), bits_, low.data(), low_f.data());
-    codes_as_floats(in + high_offset(), high.size(), high_bits_, high.data(), high_f.data());
+    unpack_bits_f32(in + low_offset(), low_f.size(), bits_, low_f.data());
+    unpack_bits_f32(in + high_offset(), high_f.size(), high_bits_, high_f.data());
     simd::dot_f32_rows(folded_low.data(), nq, low_f.data(), g, low_n, sums_low.data());
     simd::dot_f32_rows(folded_high.data(), nq, high_f.data(), g, k_, sums_high.data());
     for (size_t j = 0; j < nq; ++j)

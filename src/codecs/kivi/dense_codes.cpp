@@ -4,20 +4,12 @@
 #include <cstring>
 #include <vector>
 
+#include "core/bitpack.h"
 #include "core/simd.h"
 #include "veloxquant/tensor.h"
 
 namespace veloxquant::kivi {
 namespace {
-
-template <unsigned B>
-void unpack_dense_bits(const uint8_t* in, size_t n, float* out) {
-  constexpr unsigned K = 8 / B, mask = (1u << B) - 1u;
-  for (size_t i = 0; i < n / K; ++i) {
-    const unsigned byte = in[i];
-    for (unsigned k = 0; k < K; ++k) out[i * K + k] = static_cast<float>((byte >> (B * k)) & mask);
-  }
-}
 
 // fp16 at byte offset 2 * i of p (no alignment assumed).
 float half_at(const uint8_t* p, size_t i) {
@@ -34,14 +26,6 @@ unsigned code_at(const uint8_t* stream, size_t i, unsigned bits) {
 
 }  // namespace
 
-void unpack_dense(const uint8_t* in, size_t n, unsigned bits, float* out) {
-  switch (bits) {
-    case 2: return unpack_dense_bits<2>(in, n, out);
-    case 4: return unpack_dense_bits<4>(in, n, out);
-    default: return unpack_dense_bits<8>(in, n, out);
-  }
-}
-
 void score_dense_keys(const uint8_t* blocks, size_t count, size_t block_bytes, size_t dim,
                       unsigned bits, size_t group, const float* q, size_t nq, float* scores,
                       size_t ld) {
@@ -50,7 +34,7 @@ void score_dense_keys(const uint8_t* blocks, size_t count, size_t block_bytes, s
   for (size_t b = 0; b < count; ++b) {
     const uint8_t* block = blocks + b * block_bytes;
     for (size_t c = 0; c < dim; ++c) scale[c] = half_at(block, c), mins[c] = half_at(block, dim + c);
-    unpack_dense(block + 4 * dim, group * dim, bits, codes.data());
+    unpack_bits_f32(block + 4 * dim, group * dim, bits, codes.data());
     for (size_t j = 0; j < nq; ++j) {
       const float* qj = q + j * dim;
       for (size_t c = 0; c < dim; ++c) folded[j * dim + c] = qj[c] * scale[c];
@@ -87,7 +71,7 @@ void accumulate_dense_values(const uint8_t* blocks, size_t count, size_t block_b
   std::vector<float> codes(4 * dim), params(8 * groups), offset(nq * groups, 0.0f);
   for (size_t b = 0; b < count; ++b) {
     const uint8_t* block = blocks + b * block_bytes;
-    unpack_dense(block, 4 * dim, bits, codes.data());
+    unpack_bits_f32(block, 4 * dim, bits, codes.data());
     for (size_t k = 0; k < 8 * groups; ++k) params[k] = half_at(block + quad_bytes, k);
     const float* scale = params.data();
     const float* mins = params.data() + 4 * groups;

@@ -16,9 +16,6 @@
 
 namespace veloxquant::kivi {
 
-// n codes of `bits` (2, 4 or 8) from a dense bit stream, as floats. REQUIRES: n * bits % 8 == 0.
-void unpack_dense(const uint8_t* in, size_t n, unsigned bits, float* out);
-
 // Key blocks of `group` tokens, `block_bytes` apart: [fp16 scale[dim]][fp16 min[dim]][codes].
 // scores[j * ld + t] = q_j . k_t for the blocks * group tokens and nq queries q ([nq][dim]).
 void score_dense_keys(const uint8_t* blocks, size_t count, size_t block_bytes, size_t dim,

@@ -10,6 +10,7 @@
 #include "codecs/common/affine_grid.h"
 #include "core/bitpack.h"
 #include "core/half_bytes.h"
+#include "core/simd.h"
 #include "veloxquant/error.h"
 #include "veloxquant/tensor.h"
 
@@ -133,6 +134,61 @@ void ZipCacheCodec::decode(const uint8_t* codes, size_t n, float* x) const {
       q += d;
     }
   }
+}
+
+void ZipCacheCodec::block_rows(const uint8_t* block, float* rows, std::vector<size_t>& order) const {
+  unpack_bits_f32(block + high_offset(), k_ * dim_, high_bits_, rows);
+  unpack_bits_f32(block + low_offset(), (block_ - k_) * dim_, low_bits_, rows + k_ * dim_);
+  size_t high = 0, low = k_;
+  for (size_t t = 0; t < block_; ++t) order[t] = is_set(block, t) ? high++ : low++;
+}
+
+void ZipCacheCodec::score(const float* q, size_t nq, const uint8_t* codes, size_t n, float* scores) const {
+  const size_t d = dim_, g = block_;
+  std::vector<float> rows(g * d), folded(nq * d), folded_sum(nq), sums(nq * g);
+  std::vector<size_t> order(g);
+  for (size_t b = 0; b < n / g; ++b) {
+    const uint8_t* in = codes + b * block_bytes_;
+    for (size_t j = 0; j < nq; ++j) {
+      float total = 0;
+      for (size_t c = 0; c < d; ++c) {
+        const float scale = channel_scales_ ? f16_to_f32(load_half(in + channel_scales_offset() + 2 * c))
+                                            : 1.0f;
+        total += folded[j * d + c] = q[j * d + c] * scale;
+      }
+      folded_sum[j] = total;
+    }
+    block_rows(in, rows.data(), order);
+    simd::dot_f32_rows(folded.data(), nq, rows.data(), g, d, sums.data());
+    for (size_t t = 0; t < g; ++t) {
+      const float step = f16_to_f32(load_half(in + grids_offset() + 2 * t));
+      const float mn = f16_to_f32(load_half(in + grids_offset() + 2 * (g + t)));
+      for (size_t j = 0; j < nq; ++j)
+        scores[j * n + b * g + t] = step * sums[j * g + order[t]] + mn * folded_sum[j];
+    }
+  }
+}
+
+void ZipCacheCodec::accumulate(const float* w, size_t nq, const uint8_t* codes, size_t n, float* out) const {
+  if (channel_scales_) return Codec::accumulate(w, nq, codes, n, out);  // keys: attention never sums them
+  const size_t d = dim_, g = block_;
+  std::vector<float> rows(g * d), weights(nq * g), offset(nq, 0.0f);
+  std::vector<size_t> order(g);
+  for (size_t b = 0; b < n / g; ++b) {
+    const uint8_t* in = codes + b * block_bytes_;
+    block_rows(in, rows.data(), order);
+    for (size_t t = 0; t < g; ++t) {
+      const float step = f16_to_f32(load_half(in + grids_offset() + 2 * t));
+      const float mn = f16_to_f32(load_half(in + grids_offset() + 2 * (g + t)));
+      for (size_t j = 0; j < nq; ++j) {
+        weights[j * g + order[t]] = w[j * n + b * g + t] * step;
+        offset[j] += w[j * n + b * g + t] * mn;
+      }
+    }
+    simd::accumulate_f32_rows(weights.data(), nq, rows.data(), g, d, out);
+  }
+  for (size_t j = 0; j < nq; ++j)
+    for (size_t c = 0; c < d; ++c) out[j * d + c] += offset[j];
 }
 
 void ZipCacheCodec::check_codes(const uint8_t* codes, size_t n) const {

@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "veloxquant/codec.h"
 
@@ -60,6 +61,14 @@ class ZipCacheCodec final : public Codec {
   // with a padding bit set, a non-finite or negative channel scale or token step, a non-finite
   // token minimum.
   void check_codes(const uint8_t* codes, size_t n) const override;
+  // Attention on the codes, per block, each code stream unpacked to floats once per call:
+  //   keys:   q . k_t = step_t (q o c) . code_t + min_t sum(q o c), with c the channel scales;
+  //   values: sum_t w_t v_t = sum_t (w_t step_t) code_t + sum_t w_t min_t in every channel
+  //           (keys are never summed by attention: their accumulate() decodes).
+  bool fused_score() const override { return true; }
+  bool fused_accumulate() const override { return !channel_scales_; }
+  void score(const float* q, size_t nq, const uint8_t* codes, size_t n, float* scores) const override;
+  void accumulate(const float* w, size_t nq, const uint8_t* codes, size_t n, float* out) const override;
 
   // The layout, for tests and docs.
   size_t salient_count() const { return k_; }
@@ -71,6 +80,10 @@ class ZipCacheCodec final : public Codec {
   size_t low_offset() const { return high_offset() + high_bytes_; }
 
  private:
+  // Block b's codes as floats, [block_tokens(), dim()] in stored order (salient tokens first),
+  // and order[t]: where token t's row is.
+  void block_rows(const uint8_t* block, float* rows, std::vector<size_t>& order) const;
+
   size_t dim_, block_, k_, high_bytes_, low_bytes_, block_bytes_;
   unsigned high_bits_, low_bits_;
   bool channel_scales_;
