@@ -85,6 +85,18 @@ class KVCache {
   // a step of several tokens is a whole prompt. finish_step() ends what it says.
   void continue_prompt(size_t rest);
   bool evicts() const;
+  // KVzip (a policy that scores by a reconstruction pass the session runs): whether the policy
+  // wants such scores, and handing them over: per KV head one score per position, and the tokens
+  // each head keeps (empty: the budget each).
+  bool scores_by_reconstruction() const;
+  void set_reconstruction_scores(std::vector<std::vector<float>> by_position,
+                                 std::vector<size_t> head_budgets);
+  // While on, every attend_observed() records per KV head and stored token the most attention any
+  // query (of any of the head's query heads) paid it; attention_peaks() returns them in cache
+  // order, one row per KV head. Turning it on clears them. Throws Error on a cache that evicts or
+  // ranks tokens by attention (saliency codecs).
+  void record_attention_peaks(bool on);
+  const std::vector<std::vector<float>>& attention_peaks() const;
   // The layer's budget in tokens per KV head (0 without a policy). squeeze's budgets come from
   // measured layer importance: the runtime measures it when wants_layer_importance() and sets
   // them; a budget below what the policy always keeps is raised to that.
@@ -146,8 +158,8 @@ class KVCache {
   void append_checked(const TensorView& k, const TensorView& v, std::span<const int64_t> positions,
                       const RopeParams* rope);
   // attend(), adding the observed queries' attention probabilities into `mass` when given.
-  void attend_into(const TensorView& q, float* out, AttendPath path,
-                   std::vector<std::vector<float>>* mass) const;
+  void attend_into(const TensorView& q, float* out, AttendPath path, std::vector<std::vector<float>>* mass,
+                   bool peak = false) const;
 
   struct Impl;
   std::unique_ptr<Impl> impl_;

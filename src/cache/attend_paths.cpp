@@ -43,8 +43,9 @@ struct ScoreRows {
   }
 };
 
-void add_to(float* mass, const float* p, size_t n) {
-  for (size_t t = 0; t < n; ++t) mass[t] += p[t];
+template <class Rows>  // KVCache::Impl::Rows, which is private
+void add_to(const Rows& q, size_t first, const float* p, size_t n) {
+  for (size_t t = 0; t < n; ++t) q.note(first + t, p[t]);
 }
 
 }  // namespace
@@ -146,9 +147,9 @@ void KVCache::Impl::attend_fused(size_t head, const Rows& q, float* out) const {
     std::fill(t, t + tail_from, 0.0f);
     std::fill(t + in_sinks + in_tail, t + width, 0.0f);
     if (q.observed(r)) {
-      add_to(q.mass, t, in_sinks);
-      add_to(q.mass + sinks, h, in_head);
-      add_to(q.mass + sinks + enc, t + sinks, in_tail);
+      add_to(q, 0, t, in_sinks);
+      add_to(q, sinks, h, in_head);
+      add_to(q, sinks + enc, t + sinks, in_tail);
     }
   }
   std::fill(out, out + rows * d, 0.0f);
@@ -219,7 +220,7 @@ void KVCache::Impl::attend_decoded(size_t head, const Rows& q, float* out) const
     simd::softmax(row + lo, seen - lo, nullptr, 0);
     std::fill(row, row + lo, 0.0f);
     std::fill(row + seen, row + visible, 0.0f);
-    if (q.observed(r)) add_to(q.mass, row, seen);
+    if (q.observed(r)) add_to(q, 0, row, seen);
   }
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ri(rows), ri(d), ri(visible), 1.0f, p,
               ri(visible), v, ri(d), 0.0f, out, ri(d));
@@ -246,7 +247,7 @@ void KVCache::Impl::attend_reference(size_t head, const Rows& q, float* out) con
     for (size_t t = lo; t < visible; ++t) {
       const float w = logits[t] / sum;
       for (size_t c = 0; c < d; ++c) out[r * d + c] += w * v[t * d + c];
-      if (q.observed(r)) q.mass[t] += w;
+      if (q.observed(r)) q.note(t, w);
     }
   }
 }

@@ -481,14 +481,22 @@ void KVCache::attend(const TensorView& q, float* out, AttendPath path) const {
 
 void KVCache::attend_observed(const TensorView& q, float* out) {
   Impl& m = *impl_;
-  if (!m.policy && !m.salient) return attend_into(q, out, AttendPath::Auto, nullptr);
+  if (!m.policy && !m.salient && !m.recording_peaks) return attend_into(q, out, AttendPath::Auto, nullptr);
   std::vector<std::vector<float>> mass;
-  const size_t observed = q.rank == 3 ? m.observed_queries(q.dim(0)) : 0;
+  const size_t observed = q.rank != 3 ? 0 : m.recording_peaks ? q.dim(0) : m.observed_queries(q.dim(0));
   if (observed) {
     mass.resize(m.shape.kv_heads);
     for (size_t h = 0; h < mass.size(); ++h) mass[h].assign(m.stored(h), 0.0f);
   }
-  attend_into(q, out, AttendPath::Auto, observed ? &mass : nullptr);
+  attend_into(q, out, AttendPath::Auto, observed ? &mass : nullptr, m.recording_peaks);
+  if (m.recording_peaks) {
+    m.peaks.resize(mass.size());
+    for (size_t h = 0; h < mass.size(); ++h) {
+      m.peaks[h].resize(mass[h].size(), 0.0f);
+      for (size_t t = 0; t < mass[h].size(); ++t) m.peaks[h][t] = std::max(m.peaks[h][t], mass[h][t]);
+    }
+    return;  // recorded on a plain cache only: no policy or saliency to tell
+  }
   if (m.policy && m.policy->reads_contents()) {
     // The queries belong to the newest tokens, whose positions every head holds last.
     const std::vector<int64_t>& positions = m.scores.front().position;
@@ -501,7 +509,7 @@ void KVCache::attend_observed(const TensorView& q, float* out) {
 }
 
 void KVCache::attend_into(const TensorView& q, float* out, AttendPath path,
-                          std::vector<std::vector<float>>* mass) const {
+                          std::vector<std::vector<float>>* mass, bool peak) const {
   const Impl& m = *impl_;
   const size_t h = m.shape.kv_heads, d = m.shape.head_dim;
   if (q.rank != 3 || q.dim(2) != d || q.dim(1) == 0 || q.dim(1) % h != 0) {
@@ -523,7 +531,7 @@ void KVCache::attend_into(const TensorView& q, float* out, AttendPath path,
   // Bound the score matrix of one head to about 16M floats by processing query tokens in chunks.
   const size_t chunk = std::max<size_t>(1, (size_t{1} << 24) / (group * most));
   const size_t chunks = (nq + chunk - 1) / chunk;
-  const size_t observed_from = mass ? nq - m.observed_queries(nq) : nq;
+  const size_t observed_from = !mass ? nq : peak ? 0 : nq - m.observed_queries(nq);
   // Each job adds its rows' probabilities into a buffer of its own; summed per head afterwards.
   std::vector<std::vector<float>> job_mass(mass ? h * chunks : 0);
   parallel_for(
@@ -542,7 +550,7 @@ void KVCache::attend_into(const TensorView& q, float* out, AttendPath path,
           job_mass[job].assign(m.stored(head), 0.0f);
           job_rows_mass = job_mass[job].data();
         }
-        const Impl::Rows r{qs, rows, group, i0, nq, job_rows_mass, observed_from};
+        const Impl::Rows r{qs, rows, group, i0, nq, job_rows_mass, observed_from, peak};
         AttendPath p = path;
         if (p == AttendPath::Auto) p = rows >= kDecodedRows ? AttendPath::Decoded : AttendPath::Fused;
         if (p == AttendPath::Fused) m.attend_fused(head, r, o);
@@ -555,7 +563,8 @@ void KVCache::attend_into(const TensorView& q, float* out, AttendPath path,
       nq * qh * most * d >= kParallelAttendMacs);
   for (size_t job = 0; job < job_mass.size(); ++job) {
     std::vector<float>& into = (*mass)[job / chunks];
-    for (size_t t = 0; t < job_mass[job].size(); ++t) into[t] += job_mass[job][t];
+    for (size_t t = 0; t < job_mass[job].size(); ++t)
+      into[t] = peak ? std::max(into[t], job_mass[job][t]) : into[t] + job_mass[job][t];
   }
 }
 
@@ -571,6 +580,24 @@ void KVCache::continue_prompt(size_t rest) { impl_->prompt_step = {true, rest}; 
 size_t KVCache::held_bytes() const { return impl_->held_bytes(); }
 size_t KVCache::peak_held_bytes() const { return std::max(impl_->held_peak, impl_->held_bytes()); }
 bool KVCache::evicts() const { return impl_->policy != nullptr; }
+bool KVCache::scores_by_reconstruction() const {
+  return impl_->policy && impl_->policy->scores_by_reconstruction();
+}
+void KVCache::set_reconstruction_scores(std::vector<std::vector<float>> by_position,
+                                        std::vector<size_t> head_budgets) {
+  if (impl_->policy)
+    impl_->policy->set_reconstruction_scores(std::move(by_position), std::move(head_budgets));
+}
+void KVCache::record_attention_peaks(bool on) {
+  if (on && (impl_->policy || impl_->salient)) {
+    throw Error("record_attention_peaks: the cache is '" + impl_->spec.to_string() +
+                "', which evicts or ranks tokens by attention; expected a plain cache, whose stored "
+                "token t is position t");
+  }
+  impl_->recording_peaks = on;
+  if (on) impl_->peaks.clear();
+}
+const std::vector<std::vector<float>>& KVCache::attention_peaks() const { return impl_->peaks; }
 bool KVCache::cross_layer() const { return impl_->cross != nullptr; }
 bool KVCache::wants_layer_importance() const {
   return impl_->policy && impl_->policy->wants_layer_importance();

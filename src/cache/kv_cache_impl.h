@@ -48,6 +48,10 @@ struct KVCache::Impl {
   // Raises held_peak to what the buffers hold now: after every append and every step's encoding
   // (eviction only gives memory back).
   void note_held() { held_peak = std::max(held_peak, held_bytes()); }
+  // KVzip's reconstruction pass (record_attention_peaks): per head and stored token, the most
+  // attention any observed query paid it while recording.
+  bool recording_peaks = false;
+  std::vector<std::vector<float>> peaks;
   size_t min_budget = 0;   // what the policy always keeps: a smaller budget could not be met
 
   // The codec head h's stream is stored with before any per-stream fit: its own under mixed
@@ -154,13 +158,15 @@ struct KVCache::Impl {
   // Attention for the `rows` query rows of one KV head; row r belongs to query token
   // first_token + r / group and sees cache tokens [0, stored - nq + first_token + r / group].
   // When `mass` is set, rows of query tokens >= observed_from add their probabilities to it
-  // (one entry per stored token).
+  // (one entry per stored token), or with `peak` keep the largest.
   struct Rows {
     const float* q;
     size_t rows, group, first_token, nq;
     float* mass;
     size_t observed_from;
+    bool peak = false;
     bool observed(size_t r) const { return mass && first_token + r / group >= observed_from; }
+    void note(size_t t, float p) const { mass[t] = peak ? std::max(mass[t], p) : mass[t] + p; }
   };
   // Fused: scores and weighted sums straight from the codes.
   void attend_fused(size_t head, const Rows& q, float* out) const;

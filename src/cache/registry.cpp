@@ -56,8 +56,9 @@ const std::vector<MethodInfo>& registered_methods() {
 
 const std::vector<MethodInfo>& registered_policies() {
   static const std::vector<MethodInfo> all = {
-      snapkv_method(),    streaming_llm_method(), h2o_method(),   tova_method(),
-      pyramidkv_method(), squeeze_method(),       adakv_method(), expected_attention_method(),
+      snapkv_method(), streaming_llm_method(),      h2o_method(),
+      tova_method(),   pyramidkv_method(),          squeeze_method(),
+      adakv_method(),  expected_attention_method(), kvzip_method(),
   };
   return all;
 }

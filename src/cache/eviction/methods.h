@@ -10,4 +10,5 @@ MethodInfo h2o_method();
 MethodInfo squeeze_method();
 MethodInfo tova_method();
 MethodInfo expected_attention_method();
+MethodInfo kvzip_method();
 }  // namespace veloxquant

@@ -65,6 +65,13 @@ class EvictionPolicy {
   // attended, i.e. rotated to `positions` by `rope`), and before a selection it scores each head's
   // stored tokens from their keys (rotated to their positions) and values, [n, head_dim] each, in
   // storage order; `next_position` is where the next token will sit.
+  // A policy that scores tokens by a reconstruction pass the session runs before the prompt
+  // (kvzip): the session hands it, per KV head, a score for every position of the sequence and
+  // the tokens the head keeps (empty: budget() each).
+  virtual bool scores_by_reconstruction() const { return false; }
+  virtual void set_reconstruction_scores(std::vector<std::vector<float>> /*by_position*/,
+                                         std::vector<size_t> /*head_budgets*/) {}
+
   virtual bool reads_contents() const { return false; }
   virtual void observe_queries(const float* /*q*/, size_t /*nq*/, size_t /*q_heads*/,
                                const int64_t* /*positions*/, const RopeParams& /*rope*/) {}

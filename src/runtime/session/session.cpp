@@ -26,6 +26,8 @@ namespace {
 // Tokens per forward step: bounds the activation buffers of a long prompt (as llama.cpp's
 // micro-batch does) while keeping the projections matrix-matrix products.
 constexpr size_t kMicroBatch = 512;
+// What KVzip's reconstruction pass puts before each chunk of the context it re-reads.
+constexpr std::string_view kRepeatInstruction = "\n\nRepeat the previous context exactly.\n";
 
 void check_token_ids(std::span<const int32_t> tokens, size_t vocab) {
   for (size_t i = 0; i < tokens.size(); ++i) {
@@ -106,6 +108,84 @@ struct Session::Impl {
       check_calibration_model(*calibration, model_identity(model));
     }
     make_caches();
+    if (caches.front().scores_by_reconstruction() && options.batch != 1) {
+      throw Error("kvzip scores a session's own sequence; this session decodes " +
+                  std::to_string(options.batch) + " in lockstep (run it with batch 1)");
+    }
+  }
+
+  // KVzip: before a prompt, every token of the sequence so far and of the prompt is scored by the
+  // most attention the model pays it while re-reading the sequence, chunk by chunk, after an
+  // instruction to repeat it. The pass runs on a scratch fp16 session, which is rolled back to the
+  // sequence after each chunk (the paper drops each chunk's keys and values the same way), so the
+  // scores come from the uncompressed cache whatever quantizer this session stores with.
+  void score_by_reconstruction(std::span<const int32_t> prompt) {
+    std::vector<int32_t> seq = history.front();
+    seq.insert(seq.end(), prompt.begin(), prompt.end());
+    const std::vector<int32_t> ask = model.tokenizer().encode(kRepeatInstruction, false);
+    const auto chunk = static_cast<size_t>(spec.eviction_params.get_int("chunk"));
+    Session scratch(model, SessionOptions{"fp16", seq.size() + ask.size() + std::min(chunk, seq.size())});
+    Impl& sc = *scratch.impl_;
+    sc.step_all(seq);
+    std::vector<std::vector<CacheStream>> keys, values;  // the scratch caches holding just `seq`
+    for (const KVCache& cache : sc.caches)
+      keys.push_back(cache.key_streams()), values.push_back(cache.value_streams());
+    const size_t layers = caches.size(), heads = caches.front().kv_heads();
+    std::vector<std::vector<std::vector<float>>> peaks(
+        layers, std::vector<std::vector<float>>(heads, std::vector<float>(seq.size())));
+    for (size_t c0 = 0; c0 < seq.size(); c0 += chunk) {
+      std::vector<int32_t> input = ask;
+      input.insert(input.end(), seq.begin() + static_cast<std::ptrdiff_t>(c0),
+                   seq.begin() + static_cast<std::ptrdiff_t>(std::min(seq.size(), c0 + chunk)));
+      for (KVCache& cache : sc.caches) cache.record_attention_peaks(true);
+      sc.step_all(input);
+      for (size_t l = 0; l < layers; ++l) {
+        const std::vector<std::vector<float>>& seen = sc.caches[l].attention_peaks();
+        for (size_t h = 0; h < heads; ++h)
+          for (size_t t = 0; t < seq.size(); ++t)
+            // A sliding-window layer keeps what its window sees: the newest tokens first.
+            peaks[l][h][t] = windowed(l) ? static_cast<float>(t) : std::max(peaks[l][h][t], seen[h][t]);
+        sc.caches[l].record_attention_peaks(false);
+        sc.caches[l].restore(keys[l], values[l]);
+      }
+      sc.position = seq.size();
+      sc.history.front() = seq;
+    }
+    std::vector<std::vector<size_t>> budgets(layers);
+    if (!spec.eviction_params.get_bool("uniform")) budgets = pooled_budgets(peaks);
+    for (size_t l = 0; l < layers; ++l)
+      caches[l].set_reconstruction_scores(std::move(peaks[l]), std::move(budgets[l]));
+  }
+  bool windowed(size_t layer) const { return model.config().sliding(static_cast<uint32_t>(layer)); }
+  // KVzip's non-uniform budgets: the best budget x heads x layers scores of all heads of the
+  // full-attention layers together; each head keeps as many as it holds of them. Sliding-window
+  // layers keep the budget each.
+  std::vector<std::vector<size_t>> pooled_budgets(
+      const std::vector<std::vector<std::vector<float>>>& peaks) const {
+    const size_t layers = peaks.size(), heads = peaks.front().size(), budget = caches.front().budget();
+    std::vector<std::pair<float, size_t>> all;  // (score, layer * heads + head)
+    size_t pooled = 0;
+    for (size_t l = 0; l < layers; ++l) {
+      if (windowed(l)) continue;
+      ++pooled;
+      for (size_t h = 0; h < heads; ++h)
+        for (const float p : peaks[l][h]) all.emplace_back(p, l * heads + h);
+    }
+    const size_t keep = std::min(all.size(), budget * heads * pooled);
+    std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(keep), all.end(),
+                      std::greater<>());
+    std::vector<std::vector<size_t>> budgets(layers, std::vector<size_t>(heads, 0));
+    for (size_t l = 0; l < layers; ++l)
+      if (windowed(l)) budgets[l].assign(heads, budget);
+    for (size_t i = 0; i < keep; ++i) ++budgets[all[i].second / heads][all[i].second % heads];
+    return budgets;
+  }
+  // The tokens of a batch-1 session in micro-batches, no logits.
+  void step_all(std::span<const int32_t> tokens) {
+    for (size_t b = 0; b < tokens.size(); b += kMicroBatch) {
+      const size_t nb = std::min(kMicroBatch, tokens.size() - b);
+      step(tokens.data() + b, nb, nb, nullptr);
+    }
   }
 
   // What a GPU session cannot do: its caches are not KVCache objects in host memory.
@@ -214,6 +294,7 @@ std::vector<float> Session::eval_batch(std::span<const int32_t> tokens, Logits w
   const size_t rows = which == Logits::All ? n : which == Logits::Last ? 1 : 0;
   std::vector<float> logits(batch * rows * vocab);
   s.logits_kept = false;
+  if (n > 1 && !s.gpu && s.caches.front().scores_by_reconstruction()) s.score_by_reconstruction(tokens);
   std::vector<int32_t> chunk;
   std::vector<float> chunk_logits;
   for (size_t b = 0; b < n; b += kMicroBatch) {
@@ -258,6 +339,10 @@ std::vector<std::vector<float>> eval_sessions(std::span<const SessionStep> steps
     if (s.gpu || s.options.batch != 1) {
       throw problem(i, "runs on device " + std::string(device_name(s.options.device)) + " with batch " +
                            std::to_string(s.options.batch) + "; expected device cpu with batch 1");
+    }
+    if (s.caches.front().scores_by_reconstruction()) {
+      throw problem(i, "stores with kvzip, whose reconstruction pass runs in Session::eval; expected a "
+                       "policy that scores from the prompt's own attention");
     }
     if (!first) first = &s;
     if (&ModelInternals::of(s.model) != &ModelInternals::of(first->model) || s.context != first->context) {
