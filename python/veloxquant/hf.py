@@ -8,9 +8,10 @@ caches, and the attention function ``"veloxquant"``, which attends on those cach
 
 Importing this module registers the attention function. Two backends hold the layers:
 
-- ``"cpu"``: any spec (``veloxquant.methods()``), one ``veloxquant.Cache`` per layer and sequence
-  (cross-layer specs pair adjacent layers, eviction policies see the real attention). Every query,
-  prompt and generated tokens alike, attends on the compressed cache.
+- ``"cpu"``: any spec (``veloxquant.methods()``) but ``kvzip``, whose reconstruction pass needs the
+  project's own runtime (the cache refuses to select without it); one ``veloxquant.Cache`` per layer
+  and sequence (cross-layer specs pair adjacent layers, eviction policies see the real attention).
+  Every query, prompt and generated tokens alike, attends on the compressed cache.
 - ``"cuda"``: the specs the CUDA backend holds for the model's heads
   (``veloxquant.cuda_unsupported(spec, kv_heads=..., head_dim=...)`` says why one is not), when
   the package was built with it (``veloxquant.cuda_available``): one ``veloxquant.DeviceCache``
