@@ -14,6 +14,24 @@ void unpack_whole_bytes_f32(const uint8_t* in, size_t n, float* out) {
   }
 }
 
+// Any width, code by code through an accumulator.
+template <typename T>
+void unpack_stream(const uint8_t* packed, size_t n, unsigned bits, T* out) {
+  const uint32_t mask = (1u << bits) - 1u;
+  uint32_t acc = 0;
+  unsigned avail = 0;
+  size_t in = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (avail < bits) {
+      acc |= static_cast<uint32_t>(packed[in++]) << avail;
+      avail += 8;
+    }
+    out[i] = static_cast<T>(acc & mask);
+    acc >>= bits;
+    avail -= bits;
+  }
+}
+
 }  // namespace
 
 void pack_bits(const uint8_t* codes, size_t n, unsigned bits, uint8_t* out) {
@@ -45,19 +63,7 @@ void unpack_bits(const uint8_t* packed, size_t n, unsigned bits, uint8_t* codes)
     std::memcpy(codes, packed, n);
     return;
   }
-  const uint32_t mask = (1u << bits) - 1u;
-  uint32_t acc = 0;
-  unsigned avail = 0;
-  size_t in = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (avail < bits) {
-      acc |= static_cast<uint32_t>(packed[in++]) << avail;
-      avail += 8;
-    }
-    codes[i] = static_cast<uint8_t>(acc & mask);
-    acc >>= bits;
-    avail -= bits;
-  }
+  unpack_stream(packed, n, bits, codes);
 }
 
 void unpack_bits_f32(const uint8_t* packed, size_t n, unsigned bits, float* out) {
@@ -70,19 +76,7 @@ void unpack_bits_f32(const uint8_t* packed, size_t n, unsigned bits, float* out)
       default: break;
     }
   }
-  const uint32_t mask = (1u << bits) - 1u;
-  uint32_t acc = 0;
-  unsigned avail = 0;
-  size_t in = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (avail < bits) {
-      acc |= static_cast<uint32_t>(packed[in++]) << avail;
-      avail += 8;
-    }
-    out[i] = static_cast<float>(acc & mask);
-    acc >>= bits;
-    avail -= bits;
-  }
+  unpack_stream(packed, n, bits, out);
 }
 
 }  // namespace veloxquant

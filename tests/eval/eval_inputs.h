@@ -6,6 +6,9 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
+
+#include "veloxquant/model.h"
 
 namespace veloxquant::test {
 
@@ -25,6 +28,17 @@ inline std::string eval_text_head(size_t bytes) {
   std::string text(bytes, '\0');
   f.read(text.data(), static_cast<std::streamsize>(text.size()));
   return text;
+}
+
+// The model, loaded once for every test that uses it (when missing_eval_input() is empty).
+inline const Model& eval_model() {
+  static const Model model = Model::load(kEvalModel);
+  return model;
+}
+
+// The first `bytes` bytes of the text as the model's tokens, without BOS.
+inline std::vector<int32_t> eval_text_tokens(size_t bytes) {
+  return eval_model().tokenizer().encode(eval_text_head(bytes), /*add_special=*/false);
 }
 
 }  // namespace veloxquant::test

@@ -5,8 +5,6 @@
 // it; the budgets pool across heads and layers as in the paper; and what cannot work is refused.
 #include <gtest/gtest.h>
 
-#include <optional>
-
 #include "eval/eval_inputs.h"
 #include "eval/needle_recall.h"
 #include "veloxquant/cache.h"
@@ -21,10 +19,7 @@ class KvZip : public ::testing::Test {
   void SetUp() override {
     if (const std::string missing = test::missing_eval_input(); !missing.empty())
       GTEST_SKIP() << "not present: " << missing;
-    if (!model_) {
-      model_.emplace(Model::load(test::kEvalModel));
-      haystack_ = model_->tokenizer().encode(test::eval_text_head(20000), /*add_special=*/false);
-    }
+    if (haystack_.empty()) haystack_ = test::eval_text_tokens(20000);
   }
   static double recall(const std::string& spec) {
     NeedleOptions o;
@@ -32,9 +27,9 @@ class KvZip : public ::testing::Test {
     o.lengths = {1024};
     o.depths = {0.3};
     o.trials = 1;
-    return needle_recall(*model_, haystack_, o).mean_recall;
+    return needle_recall(model(), haystack_, o).mean_recall;
   }
-  static inline std::optional<Model> model_;
+  static const Model& model() { return test::eval_model(); }
   static inline std::vector<int32_t> haystack_;
 };
 
@@ -57,7 +52,7 @@ TEST_F(KvZip, KeepsANeedleThatPromptScoredPoliciesLose) {
 TEST_F(KvZip, BudgetsPoolAcrossHeadsAndLayers) {
   const std::vector<int32_t> prompt(haystack_.begin(), haystack_.begin() + 600);
   for (const bool uniform : {false, true}) {
-    Session s(*model_, SessionOptions{std::string("kvzip:budget=100,chunk=256,uniform=") +
+    Session s(model(), SessionOptions{std::string("kvzip:budget=100,chunk=256,uniform=") +
                                       (uniform ? "true" : "false")});
     s.eval(prompt, Logits::None);
     size_t total = 0, least = SIZE_MAX, most = 0;
@@ -77,8 +72,8 @@ TEST_F(KvZip, BudgetsPoolAcrossHeadsAndLayers) {
 TEST_F(KvZip, WhatCannotWorkIsRefused) {
   SessionOptions batched{"kvzip"};
   batched.batch = 2;
-  EXPECT_THROW(Session(*model_, batched), Error);
-  Session a(*model_, SessionOptions{"kvzip"}), b(*model_, SessionOptions{"fp16"});
+  EXPECT_THROW(Session(model(), batched), Error);
+  Session a(model(), SessionOptions{"kvzip"}), b(model(), SessionOptions{"fp16"});
   const std::vector<int32_t> tokens(haystack_.begin(), haystack_.begin() + 8);
   const std::vector<SessionStep> steps = {{&a, tokens, Logits::Last}, {&b, tokens, Logits::Last}};
   EXPECT_THROW(eval_sessions(steps), Error);

@@ -8,7 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
-#include <optional>
 
 #include "eval/eval_inputs.h"
 #include "expect_error.h"
@@ -39,11 +38,8 @@ class NeedleRecall : public ::testing::Test {
   void SetUp() override {
     if (const std::string missing = test::missing_eval_input(); !missing.empty())
       GTEST_SKIP() << "not present: " << missing;
-    if (!model_) {
-      model_.emplace(Model::load(test::kEvalModel));
-      // 20 kB of text, about 6,000 tokens: enough for two trials at different offsets.
-      haystack_ = model_->tokenizer().encode(test::eval_text_head(20000), /*add_special=*/false);
-    }
+    // 20 kB of text, about 6,000 tokens: enough for two trials at different offsets.
+    if (haystack_.empty()) haystack_ = test::eval_text_tokens(20000);
   }
   static NeedleOptions options() {
     NeedleOptions o;
@@ -52,7 +48,7 @@ class NeedleRecall : public ::testing::Test {
     return o;
   }
 
-  static inline std::optional<Model> model_;
+  static const Model& model() { return test::eval_model(); }
   static inline std::vector<int32_t> haystack_;
 };
 
@@ -66,7 +62,7 @@ TEST_F(NeedleRecall, CellsComeLengthByLengthWithTheirBytes) {
     EXPECT_EQ(total, 8u);
     calls.push_back(done);
   };
-  const NeedleResult r = needle_recall(*model_, haystack_, o);
+  const NeedleResult r = needle_recall(model(), haystack_, o);
   EXPECT_EQ(calls, (std::vector<size_t>{1, 2, 3, 4, 5, 6, 7, 8}));
   ASSERT_EQ(r.cells.size(), 4u);
   double sum = 0;
@@ -86,7 +82,7 @@ TEST_F(NeedleRecall, CellsComeLengthByLengthWithTheirBytes) {
 }
 
 TEST_F(NeedleRecall, TheFp16CacheRecallsTheNeedle) {
-  EXPECT_GT(needle_recall(*model_, haystack_, options()).mean_recall, 0.8);  // measured 0.98
+  EXPECT_GT(needle_recall(model(), haystack_, options()).mean_recall, 0.8);  // measured 0.98
 }
 
 // A 1024-token sequence with the needle at depth 0.1: a rolling window of 256 tokens has dropped
@@ -97,7 +93,7 @@ TEST_F(NeedleRecall, EvictingTheNeedleLosesItKeepingItDoesNot) {
   o.lengths = {1024};
   o.depths = {0.1, 0.9};
   o.kv_spec = "streaming_llm:budget=256";
-  const NeedleResult r = needle_recall(*model_, haystack_, o);
+  const NeedleResult r = needle_recall(model(), haystack_, o);
   EXPECT_LT(r.cells[0].recall, 0.1);
   EXPECT_GT(r.cells[1].recall, 0.8);
 }
@@ -106,14 +102,14 @@ TEST_F(NeedleRecall, EvictingTheNeedleLosesItKeepingItDoesNot) {
 TEST_F(NeedleRecall, ControlWithoutThePlantedCopyRecallsAlmostNothing) {
   NeedleOptions o = options();
   o.plant = false;
-  EXPECT_LT(needle_recall(*model_, haystack_, o).mean_recall, 0.1);
+  EXPECT_LT(needle_recall(model(), haystack_, o).mean_recall, 0.1);
 }
 
 TEST_F(NeedleRecall, BadOptionsAreErrorsNamingTheValue) {
   auto message = [&](auto edit) {
     NeedleOptions o = options();
     edit(o);
-    return test::error_message<Error>([&] { needle_recall(*model_, haystack_, o); });
+    return test::error_message<Error>([&] { needle_recall(model(), haystack_, o); });
   };
   EXPECT_CONTAINS(message([](NeedleOptions& o) { o.lengths = {60}; }), "sequence length 60");
   EXPECT_CONTAINS(message([](NeedleOptions& o) { o.lengths = {8192}; }), "context of 4096");
@@ -124,7 +120,7 @@ TEST_F(NeedleRecall, BadOptionsAreErrorsNamingTheValue) {
   EXPECT_CONTAINS(message([](NeedleOptions& o) { o.lengths.clear(); }), "no lengths");
   EXPECT_CONTAINS(message([](NeedleOptions& o) { o.depths.clear(); }), "no depths");
   const std::vector<int32_t> short_text(haystack_.begin(), haystack_.begin() + 100);
-  EXPECT_CONTAINS(test::error_message<Error>([&] { needle_recall(*model_, short_text, options()); }),
+  EXPECT_CONTAINS(test::error_message<Error>([&] { needle_recall(model(), short_text, options()); }),
                   "the haystack has 100 tokens");
 }
 
