@@ -79,11 +79,16 @@ GOALS = [
 
 
 def run(cmd: list[str]) -> str:
+    """The command's stdout and stderr, through a file: llama.cpp's logger loses its last lines
+    at exit far more often when its output is a pipe."""
     print("$", shlex.join(cmd), file=sys.stderr, flush=True)
-    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    with tempfile.TemporaryFile("w+") as log:
+        p = subprocess.run(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True)
+        log.seek(0)
+        out = log.read()
     if p.returncode != 0:
-        sys.exit(f"command failed ({p.returncode}): {shlex.join(cmd)}\n{p.stderr[-3000:]}")
-    return p.stdout + p.stderr
+        sys.exit(f"command failed ({p.returncode}): {shlex.join(cmd)}\n{out[-3000:]}")
+    return out
 
 
 def recorded(cmd: list[str], work: Path) -> str:
@@ -100,7 +105,7 @@ def number(pattern: str, text: str) -> float:
 
 def run_complete(cmd: list[str], last: str) -> str:
     """run(), again (at most twice) when the output lacks `last`: llama.cpp's logger prints from a
-    thread of its own and now and then loses the last lines at exit when its output is a pipe."""
+    thread of its own and now and then loses the last lines at exit."""
     for _ in range(3):
         out = run(cmd)
         if re.search(last, out):
