@@ -98,16 +98,19 @@ void KittyKeyCodec::decode(const uint8_t* codes, size_t n, float* x) const {
 
 void KittyKeyCodec::score(const float* q, size_t nq, const uint8_t* codes, size_t n, float* scores) const {
   const size_t d = dim_, g = group_, low_n = d - k_;
-  std::vector<float> low_f(g * low_n), high_f(g * k_), mins(d), folded_low(nq * low_n), folded_high(nq * k_),
-      offset(nq), sums_low(nq * g), sums_high(nq * g);
+  std::vector<float> low_f(g * low_n), high_f(g * k_), scales(d), mins(d), folded_low(nq * low_n),
+      folded_high(nq * k_), offset(nq), sums_low(nq * g), sums_high(nq * g);
   for (size_t b = 0; b < n / g; ++b) {
     const uint8_t* in = codes + b * block_bytes_;
-    for (size_t c = 0; c < d; ++c) mins[c] = f16_to_f32(load_half(in + grids_offset() + 2 * (d + c)));
+    for (size_t c = 0; c < d; ++c) {
+      scales[c] = f16_to_f32(load_half(in + grids_offset() + 2 * c));
+      mins[c] = f16_to_f32(load_half(in + grids_offset() + 2 * (d + c)));
+    }
     for (size_t j = 0; j < nq; ++j) {
       const float* qj = q + j * d;
       size_t li = 0, hi_i = 0;
       for (size_t c = 0; c < d; ++c) {
-        const float folded = qj[c] * f16_to_f32(load_half(in + grids_offset() + 2 * c));
+        const float folded = qj[c] * scales[c];
         if (boosted(in, c)) folded_high[j * k_ + hi_i++] = folded;
         else folded_low[j * low_n + li++] = folded;
       }
