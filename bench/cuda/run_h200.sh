@@ -5,20 +5,22 @@
 # plain implementations (OUT_DIR/cuda_vq.{json,md}), the GPU sampler against the host's
 # (OUT_DIR/cuda_sampler.{json,md}), then our decode kernels and PyTorch SDPA.
 #
-#   bench/cuda/run_h200.sh OUT_DIR [--quick]
+#   bench/cuda/run_h200.sh OUT_DIR [--quick | --parity-only]
 #
 # Parity: the test links the CPU library, so it is built on a development machine
 # (bench/cuda/carry_parity.sh puts it and the shared libraries it needs into .cuda-carry/, which
 # travels with the call) and only run here; without it the step is skipped with a note.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-out=${1:?usage: run_h200.sh OUT_DIR [--quick]}
+out=${1:?usage: run_h200.sh OUT_DIR [--quick | --parity-only]}
 quick=${2:-}
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$out/gpu.txt"
-nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-cmake -S bench/cuda -B build-h200 -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" >/dev/null
-cmake --build build-h200 -j "$(nproc)"
+if [[ $quick != --parity-only ]]; then
+  nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+  cmake -S bench/cuda -B build-h200 -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" >/dev/null
+  cmake --build build-h200 -j "$(nproc)"
+fi
 status=0
 source bench/cuda/carried.sh
 if parity=$(carried veloxquant_cuda_parity); then
@@ -42,7 +44,9 @@ if parity=$(carried veloxquant_cuda_parity); then
     echo "and against a CPU cache restored from the GPU's own streams, the same error of a prompt's causal"
     echo "attention (the newest 70 of 300 tokens' queries in one call, against \`KVCache::attend\`), the"
     echo "bound, whether every output element was written; a configuration the backend refuses is"
-    echo "skipped with its reason. The other tables: the vector-quantization kernels and CommVQ's fused"
+    echo "skipped with its reason. Windowed layers whose codes are bounded (\`tests/cuda/window_parity.cu\`):"
+    echo "causal attention after every append of a 1928-token sequence against the CPU cache, and the bytes"
+    echo "each holds at the end. The other tables: the vector-quantization kernels and CommVQ's fused"
     echo "centroid gather + RoPE (\`tests/cuda/vq_parity.cu\`), and the GPU sampler against the host's"
     echo "\`Sampler::pick\` (\`tests/cuda/sampler_parity.cu\`). What the bounds rest on: docs/cuda.md."
     echo
@@ -52,6 +56,7 @@ if parity=$(carried veloxquant_cuda_parity); then
 else
   echo "run_h200: parity skipped"
 fi
+[[ $quick == --parity-only ]] && exit $status
 echo "run_h200: vector-quantization benchmark"
 build-h200/veloxquant_cuda_vq_bench --out "$out" || status=1
 echo "run_h200: sampler benchmark"

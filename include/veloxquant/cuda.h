@@ -37,7 +37,7 @@ struct CacheConfig {
   std::string format = "fp16";
   size_t batch = 1;
   size_t kv_heads = 1;
-  size_t head_dim = 128;   // 64, 80, 96, 128 or 256 (fp16); 64 or 128 (the compressed formats)
+  size_t head_dim = 128;   // 64, 80, 96, 128 or 256 (the formats' own rules may take fewer)
   size_t capacity = 0;     // most tokens one sequence may hold
   unsigned bits = 2;       // the format's code bits (KIVI, TurboQuant: keys and values; QJL: values)
   size_t group = 32;       // windowed formats: tokens per key block, a multiple of 32 (KIVI: also
@@ -48,6 +48,9 @@ struct CacheConfig {
   // `window` tokens (0: every token), and scores are soft-capped at `softcap` (0: none).
   size_t window = 0;
   float softcap = 0.0f;
+  // A windowed layer's largest append (0: not bounded). When set, the codes no later query can
+  // see are overwritten: the layer holds codes of about window + max_append tokens, not capacity.
+  size_t max_append = 0;
   std::shared_ptr<const FormatTables> tables;  // the format's own; null when it has none
 };
 
@@ -112,6 +115,7 @@ class DeviceCache {
   size_t attend_read_bytes() const;
 
   // Copies of one stream in the CPU layout (parity with KVCache::key_streams()). Synchronous.
+  // Throws Error once a window has overwritten codes (CacheConfig::max_append).
   HostStream download_keys(size_t batch, size_t kv_head) const;
   HostStream download_values(size_t batch, size_t kv_head) const;
 

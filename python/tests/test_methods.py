@@ -74,7 +74,8 @@ def test_bad_spec_names_the_parameter(spec, words):
     ("qjl", 64, None),
     ("turboquant_prod:bits=3,vbits=3", 128, None),
     ("kivi:kbits=2,vbits=4", 128, ["kbits=2 and vbits=4", "set them equal"]),
-    ("kivi:kbits=4,vbits=4", 96, ["head_dim 96", "expected 64 or 128"]),
+    ("kivi:kbits=4,vbits=4", 96, None),
+    ("turboquant_mse:bits=4,vbits=4", 96, ["head_dim 96", "expected 64, 128 or 256"]),
     ("palu", 128, ["palu runs on the CPU cache", "turboquant_prod"]),
     ("snapkv+kivi", 128, ["snapkv"]),
 ])

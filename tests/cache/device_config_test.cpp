@@ -58,16 +58,28 @@ TEST(DeviceCacheConfig, RefusesWhatTheBackendCannotRun) {
   // What the kernels run: the head_dim, KIVI's group, QJL's sketch sizes.
   EXPECT_CONTAINS(refusal("fp16", LayerShape{2, 72, 3, 11, 6}),
                   "'fp16' on the CUDA backend: head_dim 72; expected 64, 80, 96, 128 or 256");
-  EXPECT_CONTAINS(refusal("kivi", LayerShape{2, 96, 3, 11, 6}), "kivi head_dim 96; expected 64 or 128");
-  EXPECT_CONTAINS(refusal("turboquant_mse:bits=4,vbits=4", LayerShape{2, 256, 3, 11, 6}),
-                  "turboquant_mse head_dim 256; expected 64 or 128");
-  EXPECT_CONTAINS(refusal("qjl", LayerShape{2, 80, 3, 11, 6}), "qjl head_dim 80; expected 64 or 128");
+  EXPECT_CONTAINS(refusal("turboquant_mse:bits=4,vbits=4", LayerShape{2, 96, 3, 11, 6}),
+                  "turboquant_mse head_dim 96; expected 64, 128 or 256");
+  EXPECT_CONTAINS(refusal("qjl", LayerShape{2, 80, 3, 11, 6}),
+                  "qjl outliers 5 (at head_dim 80); expected 4 or 8");
+  EXPECT_CONTAINS(refusal("qjl:vbits=2,vgroup=48", LayerShape{2, 256, 3, 11, 6}),
+                  "qjl value group 48 at head_dim 256 and vbits 2; expected 32, 64 or 128");
   LayerShape capped{2, 128, 3, 11, 6};
   capped.softcap = -1.0f;
   EXPECT_CONTAINS(refusal("fp16", capped), "softcap -1.000000; expected a finite number >= 0");
   EXPECT_CONTAINS(refusal("kivi:kbits=4,vbits=4,group=48"), "kivi group 48; expected 32, 64, 96 or 128");
   EXPECT_CONTAINS(refusal("qjl:proj=512"), "qjl proj 512, outlier_proj 128; expected 256 and 128");
   EXPECT_CONTAINS(refusal("turboquant_mse:bits=5,vbits=5"), "turboquant bits 5; expected 2, 3 or 4");
+}
+
+TEST(DeviceCacheConfig, TakesGemmaAndPhiHeads) {
+  // KIVI at every head size (80 and 96 store dense value codes at 2 bits), TurboQuant and QJL at
+  // Gemma's 256 too.
+  for (const size_t dim : {size_t{80}, size_t{96}, size_t{256}})
+    for (const char* spec : {"kivi:kbits=2,vbits=2", "kivi:kbits=4,vbits=4,group=96"})
+      EXPECT_EQ(device_cache_config(spec, LayerShape{2, dim, 3, 11, 6}, 1, 8).head_dim, dim) << spec;
+  for (const char* spec : {"turboquant_mse:bits=4,vbits=4", "turboquant_prod:bits=3,vbits=3", "qjl"})
+    EXPECT_EQ(device_cache_config(spec, LayerShape{2, 256, 3, 11, 6}, 1, 8).head_dim, 256u) << spec;
 }
 
 TEST(DeviceCacheConfig, CarriesTheLayersWindowAndSoftCap) {
@@ -83,7 +95,7 @@ TEST(DeviceCacheConfig, SupportsIsTheConfigurationsAnswer) {
   // supports() says yes exactly where a configuration is built, and otherwise gives its error.
   for (const char* spec : {"fp16", "kivi:kbits=4,vbits=4", "qjl", "turboquant_mse:bits=3,vbits=3", "palu",
                            "snapkv+kivi", "kivi:kbits=2,vbits=4", "kivi_sink"}) {
-    for (const size_t dim : {size_t{64}, size_t{72}, size_t{96}, size_t{128}, size_t{256}}) {
+    for (const size_t dim : {size_t{64}, size_t{72}, size_t{80}, size_t{96}, size_t{128}, size_t{256}}) {
       const LayerShape shape{2, dim, 0, 1, 4};
       const cuda::Support s = cuda::supports(parse_spec(spec), shape);
       std::string error;

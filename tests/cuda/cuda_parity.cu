@@ -45,6 +45,7 @@ namespace vq = veloxquant;
 namespace vc = veloxquant::cuda;
 using vc::parity::DeviceBuffer;
 using vc::parity::normalized_error;
+using vc::parity::poisoned_attend;
 
 namespace {
 
@@ -152,47 +153,12 @@ struct Result {
   bool all_written = true;
 };
 
-// Random rows in the GPU layout [batch, kv_heads, n, dim]; keys get a few outlier channels
-// (the structure KIVI's per-channel keys are for).
+// The parity helpers (parity_util.h) at this file's batch and KV heads.
 std::vector<uint16_t> random_rows(std::mt19937& gen, size_t n, size_t dim, bool keys) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<uint16_t> x(kBatch * kKvHeads * n * dim);
-  for (size_t i = 0; i < x.size(); ++i) {
-    const size_t c = i % dim;
-    const float scale = keys && c % 16 == 3 ? 6.0f : 1.0f;
-    x[i] = vq::f32_to_f16(normal(gen) * scale);
-  }
-  return x;
+  return vc::parity::random_rows(gen, kBatch * kKvHeads, n, dim, keys);
 }
-
-// Sequence b of [batch, kv_heads, n, dim] as the CPU's [n, kv_heads, dim].
 std::vector<uint16_t> cpu_rows(const std::vector<uint16_t>& x, size_t b, size_t n, size_t dim) {
-  std::vector<uint16_t> out(n * kKvHeads * dim);
-  for (size_t h = 0; h < kKvHeads; ++h)
-    for (size_t t = 0; t < n; ++t)
-      for (size_t c = 0; c < dim; ++c) out[(t * kKvHeads + h) * dim + c] = x[((b * kKvHeads + h) * n + t) * dim + c];
-  return out;
-}
-
-// n random fp16 queries, and what attend(device queries, device output) writes into an output
-// of n floats poisoned with NaN beforehand; all_written turns false if any element stays NaN.
-template <class Attend>
-std::vector<float> poisoned_attend(std::mt19937& gen, std::vector<uint16_t>& q, size_t n, bool& all_written,
-                                   Attend&& attend) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  q.resize(n);
-  for (auto& x : q) x = vq::f32_to_f16(normal(gen));
-  DeviceBuffer<uint16_t> dq(n);
-  DeviceBuffer<float> dout(n);
-  dq.upload(q);
-  VQ_CUDA_CHECK(cudaMemset(dout.ptr, 0xFF, n * sizeof(float)));  // NaN everywhere
-  attend(dq.ptr, dout.ptr);
-  VQ_CUDA_CHECK(cudaGetLastError());
-  VQ_CUDA_CHECK(cudaDeviceSynchronize());
-  std::vector<float> out(n);
-  VQ_CUDA_CHECK(cudaMemcpy(out.data(), dout.ptr, n * sizeof(float), cudaMemcpyDeviceToHost));
-  for (float x : out) all_written = all_written && std::isfinite(x);
-  return out;
+  return vc::parity::cpu_rows(x, kKvHeads, b, n, dim);
 }
 
 // Attends on the GPU (poisoned output) and on the CPU caches; accumulates the errors into r.
@@ -364,15 +330,21 @@ std::vector<Case> generated_cases() {
     cases.push_back({test_name(spec) + "_d128_g2_window100_cap", spec, 128, 2, 100, 5.0f});
     cases.push_back({test_name(spec) + "_d64_g4_window40", spec, 64, 4, 40, 0.0f});
   }
-  // Settings beside the defaults: KIVI's groups of 64 and 128 tokens, QJL's 64-token groups,
+  // Settings beside the defaults: KIVI's groups of 64, 96 and 128 tokens, QJL's 64-token groups,
   // 64-channel value groups and shorter residual windows.
-  for (const Case& c : std::vector<Case>{
-           {"kivi2_G128_d128_g4", "kivi:kbits=2,vbits=2,group=128,residual=64", 128, 4},
-           {"kivi4_G64_d128_g8", "kivi:kbits=4,vbits=4,group=64,residual=64", 128, 8},
-           {"kivi2_G64_d64_g2", "kivi:kbits=2,vbits=2,group=64,residual=64", 64, 2},
-           {"qjl4_R64_d128_g8", "qjl:vbits=4,residual=64", 128, 8},
-           {"qjl2_G64_V64_R32_d128_g4", "qjl:vbits=2,group=64,vgroup=64,residual=32", 128, 4},
-           {"qjl4_V64_d64_g8", "qjl:vbits=4,vgroup=64", 64, 8}})
+  for (const Case& c :
+       std::vector<Case>{{"kivi2_G128_d128_g4", "kivi:kbits=2,vbits=2,group=128,residual=64", 128, 4},
+                         {"kivi4_G64_d128_g8", "kivi:kbits=4,vbits=4,group=64,residual=64", 128, 8},
+                         {"kivi2_G64_d64_g2", "kivi:kbits=2,vbits=2,group=64,residual=64", 64, 2},
+                         {"qjl4_R64_d128_g8", "qjl:vbits=4,residual=64", 128, 8},
+                         {"qjl2_G64_V64_R32_d128_g4", "qjl:vbits=2,group=64,vgroup=64,residual=32", 128, 4},
+                         {"qjl4_V64_d64_g8", "qjl:vbits=4,vgroup=64", 64, 8},
+                         // KIVI's value layouts: lane quads of one 96-channel group; the dense stream with
+                         // groups that do not divide head_dim (96 of 128, 64 of 80).
+                         {"kivi4_G96_d96_g4", "kivi:kbits=4,vbits=4,group=96,residual=64", 96, 4},
+                         {"kivi2_G96_d128_g4", "kivi:kbits=2,vbits=2,group=96,residual=32", 128, 4},
+                         {"kivi4_G64_d80_g8", "kivi:kbits=4,vbits=4,group=64,residual=64", 80, 8},
+                         {"kivi2_G128_d256_g2", "kivi:kbits=2,vbits=2,group=128", 256, 2}})
     cases.push_back(c);
   return cases;
 }

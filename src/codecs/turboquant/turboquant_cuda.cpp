@@ -27,7 +27,7 @@ std::string cuda_config(bool prod, const Params& p, const LayerShape& shape, cud
   c.bits = cuda_equal_bits(c.format, p, "bits", "vbits");
   // No table is solved for a width the kernels would refuse.
   if (!cuda::turboquant_bits_supported(c.bits)) return cuda::turboquant_problem(c, prod);
-  if (std::string problem = cuda::compact_head_dim_problem(c.format, c); !problem.empty()) return problem;
+  if (std::string problem = cuda::hadamard_head_dim_problem(c.format, c); !problem.empty()) return problem;
   const ScalarCodebook values = lloyd_max_sphere_coordinate(c.bits, shape.head_dim);
   const ScalarCodebook keys = prod ? TurboQuantProdCodec::mse_codebook(c.bits, shape.head_dim) : values;
   auto t = std::make_shared<cuda::TurboQuantTables>();

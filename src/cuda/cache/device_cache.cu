@@ -3,6 +3,7 @@
 // (device_format.h): code sizes, tables, kernels; the kernels live in the family folders.
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <string>
 
 #include "cuda/attention/launchers.h"
@@ -18,6 +19,14 @@ namespace veloxquant::cuda {
 namespace {
 
 size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+// Tokens of codes one stream keeps (`cap` tokens whole, in `unit`s: every block and tile). A
+// windowed layer whose appends are bounded needs only what one step's queries can see: its window
+// and the append, with a unit of room on either side for the tiles and blocks they straddle.
+size_t code_span(const CacheConfig& c, size_t cap, size_t unit) {
+  if (c.window == 0 || c.max_append == 0) return cap;
+  return std::min(cap, round_up(c.window + c.max_append + 2 * unit, unit));
+}
 
 }  // namespace
 
@@ -44,8 +53,9 @@ struct DeviceCache::Impl {
   float hadamard_scale() const { return 1.0f / std::sqrt(static_cast<float>(config.head_dim)); }
   size_t code_bytes(bool key, size_t n) const { return key ? format->key_code_bytes(n) : format->value_code_bytes(n); }
 
-  void allocate(StreamView& s, size_t bytes_per_stream, int ring_tokens, int block) {
+  void allocate(StreamView& s, size_t bytes_per_stream, int ring_tokens, int block, int wrap) {
     s.stream_bytes = round_up(bytes_per_stream, 256);
+    s.wrap_tokens = wrap;
     VQ_CUDA_CHECK(cudaMalloc(&s.codes, s.stream_bytes * streams()));
     VQ_CUDA_CHECK(cudaMemset(s.codes, 0, s.stream_bytes * streams()));
     s.block_tokens = block;
@@ -122,10 +132,10 @@ struct DeviceCache::Impl {
     launch_combine(cp, static_cast<int>(c.batch * queries), hadamard_scale(), s);
   }
 
-  // Bytes of one direction of one stream: codes and residual rows.
+  // Bytes of one direction of one stream: the codes it holds and residual rows.
   size_t stream_payload(bool key) const {
-    const size_t e = encoded(key ? key_block() : value_block());
-    return code_bytes(key, e) + (tokens - e) * config.head_dim * 2;
+    const size_t e = encoded(key ? key_block() : value_block()), wrap = keys.wrap_tokens;
+    return code_bytes(key, wrap > 0 ? std::min(e, wrap) : e) + (tokens - e) * config.head_dim * 2;
   }
 
   // Bytes one direction stores, counted as KVCache::key_bytes()/value_bytes() count them: every
@@ -139,6 +149,10 @@ struct DeviceCache::Impl {
     HostStream out;
     const size_t seq = b * config.kv_heads + h, d = config.head_dim;
     out.encoded = static_cast<size_t>(encoded(block));
+    require<Error>(
+        s.wrap_tokens == 0 || out.encoded <= static_cast<size_t>(s.wrap_tokens), "cuda cache download",
+        std::to_string(out.encoded) + " encoded tokens of a windowed layer whose codes wrap after " +
+            std::to_string(s.wrap_tokens) + " (the older ones are gone); expected a stream still whole");
     out.codes.resize(code_bytes(key, out.encoded));
     VQ_CUDA_CHECK(cudaMemcpy(out.codes.data(), s.codes + seq * s.stream_bytes, out.codes.size(), cudaMemcpyDeviceToHost));
     out.tail_tokens = tokens - out.encoded;
@@ -163,10 +177,14 @@ DeviceCache::DeviceCache(const CacheConfig& config) : impl_(std::make_unique<Imp
   VQ_CUDA_CHECK(cudaGetDevice(&device));
   VQ_CUDA_CHECK(cudaDeviceGetAttribute(&m.sms, cudaDevAttrMultiProcessorCount, device));
   // Whole 32-token tiles (and whole key blocks) exist for every token the kernels may fetch.
-  const size_t cap = round_up(config.capacity, std::max<size_t>(32, m.key_block()));
+  const size_t unit = std::lcm(std::lcm<size_t>(32, m.key_block()), m.value_block());
+  const size_t cap = round_up(config.capacity, unit), span = code_span(config, cap, unit);
+  const int wrap = span < cap ? static_cast<int>(span) : 0;
   const bool rings = m.format->windowed();
-  m.allocate(m.keys, m.format->key_code_bytes(cap), rings ? m.residual() + m.key_block() : 0, m.key_block());
-  m.allocate(m.values, m.format->value_code_bytes(cap), rings ? m.residual() + m.value_block() : 0, m.value_block());
+  m.allocate(m.keys, m.format->key_code_bytes(span), rings ? m.residual() + m.key_block() : 0, m.key_block(),
+             wrap);
+  m.allocate(m.values, m.format->value_code_bytes(span), rings ? m.residual() + m.value_block() : 0,
+             m.value_block(), wrap);
   // The CPU's apply_rope frequencies, from the same function.
   const size_t half = config.rope.dims / 2;
   std::vector<double> inv_freq(std::max<size_t>(half, 1));
@@ -191,6 +209,12 @@ void DeviceCache::append(const uint16_t* k, const uint16_t* v, const int64_t* po
   if (m.tokens + n > c.capacity) {
     throw Error("cuda cache append: " + std::to_string(m.tokens) + " + " + std::to_string(n) +
                 " tokens exceed capacity " + std::to_string(c.capacity));
+  }
+  if (m.keys.wrap_tokens > 0 && n > c.max_append) {
+    throw Error("cuda cache append: " + std::to_string(n) +
+                " tokens at once on a windowed layer whose codes " + "wrap after " +
+                std::to_string(m.keys.wrap_tokens) + "; expected at most max_append " +
+                std::to_string(c.max_append));
   }
   if (k == nullptr || v == nullptr || (c.rope.dims > 0 && positions == nullptr)) {
     throw Error("cuda cache append: null keys, values or positions; expected device pointers");

@@ -7,7 +7,8 @@
 //          row t % ring_tokens (a ring, so appends never move rows; the CPU keeps the same rows
 //          oldest first, and download_*() reorders them).
 // A stream holds `encoded` tokens in codes and tokens - encoded in the ring. Fp16 caches keep
-// every token in `codes` as rows and have no ring.
+// every token in `codes` as rows and have no ring. A windowed layer's codes may wrap: token t's
+// block then sits where token t % wrap_tokens's would, over a block no query sees any more.
 #pragma once
 
 #include <cstddef>
@@ -22,6 +23,9 @@ struct StreamView {
   uint16_t* ring = nullptr;
   int ring_tokens = 0;
   int block_tokens = 1;  // tokens the codec encodes together (KIVI and QJL keys: group, values: 4)
+  int wrap_tokens = 0;   // > 0: the codes' span in tokens, a multiple of every block and of 32
+  // Where token t's codes sit, in tokens from the stream's start.
+  __host__ __device__ int slot(int t) const { return wrap_tokens > 0 ? t % wrap_tokens : t; }
 };
 
 // The tokens a stream has encoded once it holds `tokens`: whole blocks that have aged out of the

@@ -9,7 +9,7 @@ namespace {
 
 __global__ void fp16_append_kernel(AppendParams p) {
   const int t = blockIdx.x, seq = blockIdx.y, c = threadIdx.x;
-  const size_t row = static_cast<size_t>(p.old_tokens + t) * p.head_dim + c;
+  const size_t row = static_cast<size_t>(p.keys.slot(p.old_tokens + t)) * p.head_dim + c;
   auto* k = reinterpret_cast<__half*>(p.keys.codes + seq * p.keys.stream_bytes);
   auto* v = reinterpret_cast<__half*>(p.values.codes + seq * p.values.stream_bytes);
   k[row] = __float2half_rn(appended_value(p, p.k, true, seq, t, c));

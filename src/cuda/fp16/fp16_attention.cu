@@ -50,8 +50,9 @@ __global__ void __launch_bounds__(kThreads) fp16_attend_kernel(AttendParams p) {
   TcSoftmax st;
   float acc[NK][4] = {};
   const auto fetch = [&](uint4* dst, int tile) {
-    fetch_rows<D>(dst, kseq + tile * kTileTokens * row_bytes, lane);
-    fetch_rows<D>(dst + Tile::kBytes / 16, vseq + tile * kTileTokens * row_bytes, lane);
+    const size_t first = p.keys.slot(tile * kTileTokens);
+    fetch_rows<D>(dst, kseq + first * row_bytes, lane);
+    fetch_rows<D>(dst + Tile::kBytes / 16, vseq + first * row_bytes, lane);
   };
   for_each_tile(p, split, kbuf, fetch, [&](const uint4* stage, int tile) {
     attend_fp16_tile<D>(stage, stage + Tile::kBytes / 16, bq, p.scale, tile * kTileTokens,

@@ -34,28 +34,14 @@ __device__ void load_query_fragments(const AttendParams& p, int seq, const MmaLa
   for (int k = 0; k < D / 16; ++k) bq[k][0] = q[8 * k + ln.t], bq[k][1] = q[8 * k + ln.t + 4];
 }
 
-// The part of a tile after its scores: s (C layout, before the softmax scale) is scaled, capped
-// and masked (tokens first_token.. outside the mask's range), joins the online softmax, and the values vt
-// (Fp16Tile layout) are summed with the probabilities, each times value_norm[token * norm_stride]
-// when value_norm is given (a per-token factor the values carry). The softmax state, the O^T
-// accumulators (m tile m = channels 16m..16m+15) and the warp's probability buffer pt move on.
+// O^T += V^T P for a tile of value rows vt (Fp16Tile layout) and the warp's probabilities pt,
+// each times value_norm[token * norm_stride] when value_norm is given (a per-token factor the
+// values carry). The O^T accumulators: m tile m = channels 16m..16m+15.
 template <int D>
-__device__ void attend_tile_values(float (&s)[2][4], const uint4* vt, float scale, int first_token,
-                                   const ScoreMask& mask, TcSoftmax& st, float (&acc)[D / 16][4], float* pt,
-                                   const MmaLane& ln, const float* value_norm = nullptr,
-                                   int norm_stride = 0) {
+__device__ void sum_value_rows(const uint4* vt, const float* pt, float (&acc)[D / 16][4], const MmaLane& ln,
+                               const float* value_norm = nullptr, int norm_stride = 0) {
   using Tile = Fp16Tile<D>;
   const int lane = ln.g * 4 + ln.t, mat = lane / 8, row = lane % 8;
-#pragma unroll
-  for (int h = 0; h < 2; ++h)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) s[h][r] *= scale;
-  mask_tile(s, ln, first_token, mask);
-  float alpha[2];
-  st.update(s, alpha);
-  rescale(acc, alpha);
-  stage_probabilities(pt, s, ln);
-  __syncwarp();
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int t0 = 16 * h + 2 * ln.t;  // tokens t0, t0 + 1, t0 + 8, t0 + 9 of the B fragment
@@ -75,6 +61,28 @@ __device__ void attend_tile_values(float (&s)[2][4], const uint4* vt, float scal
       mma_16816(acc[m], a, b);
     }
   }
+}
+
+// The part of a tile after its scores: s (C layout, before the softmax scale) is scaled, capped
+// and masked (tokens first_token.. outside the mask's range), joins the online softmax, and the
+// values vt are summed with the probabilities (sum_value_rows). The softmax state, the O^T
+// accumulators and the warp's probability buffer pt move on.
+template <int D>
+__device__ void attend_tile_values(float (&s)[2][4], const uint4* vt, float scale, int first_token,
+                                   const ScoreMask& mask, TcSoftmax& st, float (&acc)[D / 16][4], float* pt,
+                                   const MmaLane& ln, const float* value_norm = nullptr,
+                                   int norm_stride = 0) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) s[h][r] *= scale;
+  mask_tile(s, ln, first_token, mask);
+  float alpha[2];
+  st.update(s, alpha);
+  rescale(acc, alpha);
+  stage_probabilities(pt, s, ln);
+  __syncwarp();
+  sum_value_rows<D>(vt, pt, acc, ln, value_norm, norm_stride);
   __syncwarp();
 }
 

@@ -41,7 +41,8 @@ __global__ void kivi_append_kernel(AppendParams p, int bits, int group) {
       lo = fminf(lo, v), hi = fmaxf(hi, v);
     }
     const Grid grid = Grid::fit(lo, hi, bits);
-    uint8_t* block = p.keys.codes + seq * p.keys.stream_bytes + static_cast<size_t>(g0 / group) * kl.block_bytes();
+    uint8_t* block = p.keys.codes + seq * p.keys.stream_bytes +
+                     static_cast<size_t>(p.keys.slot(g0) / group) * kl.block_bytes();
     reinterpret_cast<uint16_t*>(block)[c] = grid.scale_f16;
     reinterpret_cast<uint16_t*>(block)[d + c] = grid.min_f16;
     for (int t = 0; t < group; ++t) q[t * d + c] = grid.quantize(x[t * d + c]);
@@ -67,7 +68,8 @@ __global__ void kivi_append_kernel(AppendParams p, int bits, int group) {
 }  // namespace
 
 void launch_kivi_append(const AppendParams& p, int batch, int bits, int group, cudaStream_t stream) {
-  const int rows = std::max(group, kValueBatch), groups = p.head_dim / std::min(group, p.head_dim);
+  const int rows = std::max(group, kValueBatch);
+  const int groups = kivi::ValueLayout{p.head_dim, bits, std::min(group, p.head_dim)}.groups();
   const size_t bytes = std::max(static_cast<size_t>(rows) * p.head_dim * 5, kivi::value_encode_bytes(p.head_dim, groups));
   VQ_CUDA_CHECK(cudaFuncSetAttribute(kivi_append_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(bytes)));

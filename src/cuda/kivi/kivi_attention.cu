@@ -32,13 +32,15 @@ struct KiviTile {
 //    codes themselves: lane (g, t) takes from the 32-bit word of token g (and g + 8) the codes at
 //    shift bits * (t % cpb), bytes 0 and 2, then bytes 1 and 3, so k = 2t, 2t+1, 2t+8, 2t+9 are
 //    channels 16k' + 4t + 0, 2, 1, 3: the query fragment is built in the same order.
-//  - Values: kivi::ValueSums (kivi_values.cuh).
+//  - Values: kivi::ValueSums, or kivi::DenseValues for VG 0 (kivi_values.cuh), which decodes
+//    each tile into the warp's tile of rows after the 2 x kWarps stages.
 template <int D, int BITS, int VG>
 __device__ void attend_codes(const AttendParams& p, int seq, int main_split, uint8_t* stages, float* pt) {
   using T = KiviTile<D, BITS>;
   constexpr int NK = D / 16, CPB = T::kCpb;
-  const kivi::KeyLayout kl{D, BITS, p.format.get<KiviArgs>().group};
-  const kivi::ValueLayout vl{D, BITS, VG};
+  const int group = p.format.get<KiviArgs>().group;
+  const kivi::KeyLayout kl{D, BITS, group};
+  const kivi::ValueLayout vl{D, BITS, min(group, D)};
   const int vblock = vl.block_bytes(), stage_bytes = T::stage_bytes(vblock);
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const MmaLane ln(lane);
@@ -59,7 +61,7 @@ __device__ void attend_codes(const AttendParams& p, int seq, int main_split, uin
   const uint8_t* kseq = p.keys.codes + seq * p.keys.stream_bytes;
   const uint8_t* vseq = p.values.codes + seq * p.values.stream_bytes;
   const auto fetch = [&](uint8_t* dst, int tile) {
-    const int t0 = tile * kTileTokens;
+    const int t0 = p.keys.slot(tile * kTileTokens);
     const uint8_t* kb = kseq + static_cast<size_t>(t0 / kl.group) * kl.block_bytes();
     warp_copy_async(dst, kb, 4 * D, lane);
     const uint8_t* tiles = kb + 4 * D + (t0 % kl.group) / 16 * T::kTileBytes;
@@ -69,7 +71,15 @@ __device__ void attend_codes(const AttendParams& p, int seq, int main_split, uin
   };
 
   TcSoftmax st;
-  kivi::ValueSums<D, BITS, VG> values;
+  using Values = kivi::ValuesOf<D, BITS, VG>;
+  Values values = [&] {
+    if constexpr (VG == 0) {
+      uint8_t* rows = stages + kWarps * 2 * stage_bytes + warp * Fp16Tile<D>::kBytes;
+      return Values(reinterpret_cast<uint4*>(rows), vl.group);
+    } else {
+      return Values{};
+    }
+  }();
   const int key_shift = BITS * (ln.t % CPB), key_row = ln.t / CPB;
   for_each_tile(p, main_split, buf, fetch, [&](uint8_t* stage, int tile) {
     // Per k step: B = the query times the channel scales (one fp16 rounding), and one MMA with
@@ -116,7 +126,7 @@ __device__ void attend_codes(const AttendParams& p, int seq, int main_split, uin
   async_wait<0>();
   __syncthreads();
   values.finish(ln);
-  write_tc_partial<D>(p, st, values.acc, kivi::ValueSums<D, BITS, VG>::channel, stages, seq, blockIdx.x);
+  write_tc_partial<D>(p, st, values.acc, Values::channel, stages, seq, blockIdx.x);
 }
 
 template <int D, int BITS, int VG>
@@ -128,40 +138,63 @@ __global__ void __launch_bounds__(kThreads) kivi_attend_kernel(AttendParams p) {
   uint8_t* stages = smem + sizeof(float) * kWarps * kPtFloats;
   // The ring split, when there is one, is split 0: it starts first, beside the long main splits.
   const int seq = blockIdx.y, ring_splits = p.splits - p.main_splits;
-  if (static_cast<int>(blockIdx.x) < ring_splits) kivi::attend_ring<D, BITS, VG>(p, seq, pt, stages);
+  if (static_cast<int>(blockIdx.x) < ring_splits)
+    kivi::attend_ring<D, BITS>(p, seq, min(p.format.get<KiviArgs>().group, D), pt, stages);
   else attend_codes<D, BITS, VG>(p, seq, blockIdx.x - ring_splits, stages, pt);
 }
 
 template <int D, int BITS, int VG>
-SplitKernel split_kernel() {
+SplitKernel split_kernel(int value_group) {
   using T = KiviTile<D, BITS>;
-  const kivi::ValueLayout vl{D, BITS, VG};
-  const size_t stages = static_cast<size_t>(kWarps) * 2 * T::stage_bytes(vl.block_bytes());
+  const kivi::ValueLayout vl{D, BITS, value_group};
+  const size_t decoded = VG == 0 ? kWarps * Fp16Tile<D>::kBytes : 0;  // DenseValues' tiles of rows
+  const size_t stages = static_cast<size_t>(kWarps) * 2 * T::stage_bytes(vl.block_bytes()) + decoded;
   return {kivi_attend_kernel<D, BITS, VG>,
           sizeof(float) * kWarps * kPtFloats + std::max({stages, epilogue_bytes<kMmaHeads>(D), kivi::ring_stage_bytes<D>()}),
           "launch of kivi_attend_kernel"};
 }
 
-// Values have one scale per min(group, head_dim) channels: 32, 64 or 128.
+// Values have one scale per min(group, head_dim) channels. Lane quads take the MMA on their codes
+// for every group a key group can give them (32, 64, 96 or 128 tokens; as many channels, or
+// head_dim); the dense layout is decoded per tile.
 template <int D, int BITS>
 SplitKernel for_value_group(const AttendParams& p) {
   const int vg = std::min(p.format.get<KiviArgs>().group, D);
-  if (vg == 32) return split_kernel<D, BITS, 32>();
-  if (vg == 64) return split_kernel<D, BITS, 64>();
-  if (vg == 128 && D == 128) return split_kernel<D, BITS, D>();
-  throw Error("cuda kivi attention: value group " + std::to_string(vg) + " with head_dim " + std::to_string(D) +
-              "; expected 32, 64 or 128 channels dividing head_dim");
+  if constexpr (D % (16 * 8 / BITS) == 0) {
+    if (kivi::ValueLayout{D, BITS, vg}.tiled()) {
+      if (vg == 32) return split_kernel<D, BITS, 32>(vg);
+      if constexpr (D % 64 == 0)
+        if (vg == 64) return split_kernel<D, BITS, 64>(vg);
+      if constexpr (D % 128 == 0)
+        if (vg == 128) return split_kernel<D, BITS, 128>(vg);
+      if (vg == D) return split_kernel<D, BITS, D>(vg);
+      throw Error("cuda kivi attention: value group " + std::to_string(vg) + " with head_dim " +
+                  std::to_string(D) + "; expected 32, 64, 128 or head_dim channels");
+    }
+  }
+  return split_kernel<D, BITS, 0>(vg);
+}
+
+template <int BITS>
+SplitKernel for_head_dim(const AttendParams& p) {
+  switch (p.head_dim) {
+    case 64: return for_value_group<64, BITS>(p);
+    case 80: return for_value_group<80, BITS>(p);
+    case 96: return for_value_group<96, BITS>(p);
+    case 128: return for_value_group<128, BITS>(p);
+    case 256: return for_value_group<256, BITS>(p);
+    default:
+      throw Error("cuda kivi attention: head_dim " + std::to_string(p.head_dim) +
+                  "; expected 64, 80, 96, 128 or 256");
+  }
 }
 
 }  // namespace
 
 SplitKernel kivi_split_kernel(const AttendParams& p, int bits) {
-  if (p.head_dim == 128 && bits == 2) return for_value_group<128, 2>(p);
-  if (p.head_dim == 128 && bits == 4) return for_value_group<128, 4>(p);
-  if (p.head_dim == 64 && bits == 2) return for_value_group<64, 2>(p);
-  if (p.head_dim == 64 && bits == 4) return for_value_group<64, 4>(p);
-  throw Error("cuda kivi attention: head_dim " + std::to_string(p.head_dim) + " with " +
-              std::to_string(bits) + " bits; expected head_dim 64 or 128 and bits 2 or 4");
+  if (bits == 2) return for_head_dim<2>(p);
+  if (bits == 4) return for_head_dim<4>(p);
+  throw Error("cuda kivi attention: " + std::to_string(bits) + " bits; expected 2 or 4");
 }
 
 }  // namespace veloxquant::cuda

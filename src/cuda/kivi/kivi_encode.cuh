@@ -63,7 +63,8 @@ __host__ __device__ inline size_t value_encode_bytes(int head_dim, int groups) {
 }
 
 // The value quads that leave the window in this append, encoded per token and channel group of
-// `group` channels (a divisor of head_dim); up to 8 quads per pass. Reads the value ring, so it
+// `group` channels (the last one of a token shorter where it does not divide head_dim); up to 8
+// quads per pass. Reads the value ring, so it
 // runs before write_ring_rows(p.values, ...). Ends with the block synchronized.
 __device__ inline void encode_values(const AppendParams& p, int bits, int group, uint8_t* smem) {
   const int d = p.head_dim, c = threadIdx.x, seq = blockIdx.x;
@@ -80,9 +81,10 @@ __device__ inline void encode_values(const AppendParams& p, int bits, int group,
     for (int t = 0; t < count; ++t) x[t * d + c] = stream_value(p, p.values, p.v, false, seq, b0 + t, c);
     __syncthreads();
     for (int job = c; job < count * groups; job += d) {
-      const int t = job / groups, g = job % groups;
-      float lo = x[t * d + g * vl.group], hi = lo;
-      for (int j = 1; j < vl.group; ++j) lo = fminf(lo, x[t * d + g * vl.group + j]), hi = fmaxf(hi, x[t * d + g * vl.group + j]);
+      const int t = job / groups, g = job % groups, width = min(vl.group, d - g * vl.group);
+      const float* xg = x + t * d + g * vl.group;
+      float lo = xg[0], hi = lo;
+      for (int j = 1; j < width; ++j) lo = fminf(lo, xg[j]), hi = fmaxf(hi, xg[j]);
       const Grid grid = Grid::fit(lo, hi, bits);
       params[(t * groups + g) * 2] = grid.scale_f16;
       params[(t * groups + g) * 2 + 1] = grid.min_f16;
@@ -97,16 +99,22 @@ __device__ inline void encode_values(const AppendParams& p, int bits, int group,
       q[t * d + c] = grid.quantize(x[t * d + c]);
     }
     __syncthreads();
-    uint8_t* first = p.values.codes + seq * p.values.stream_bytes + static_cast<size_t>(b0 / 4) * vl.block_bytes();
+    uint8_t* stream = p.values.codes + seq * p.values.stream_bytes;
     const int quad_bytes = vl.quad_bytes();
+    const bool tiled = vl.tiled();
     for (int job = c; job < count / 4 * vl.block_bytes(); job += d) {
       const int quad = job / vl.block_bytes(), at = job % vl.block_bytes();
-      uint8_t* block = first + quad * vl.block_bytes();
+      uint8_t* block = stream + static_cast<size_t>(p.values.slot(b0 + 4 * quad) / 4) * vl.block_bytes();
       if (at < quad_bytes) {
-        // Row r, lane L (channel in 16), byte i (token) holds channels r * 16cpb + 16k + L.
+        // Tiled: row r, lane L (channel in 16), byte i (token) holds channels r * 16cpb + 16k + L.
+        // Dense: byte at holds codes at * cpb .. of the quad's 4 x d, low bits first.
         const int r = at / 64, lane = at % 64 / 4, i = at % 4;
+        const uint8_t* quad_codes = q + quad * 4 * d;
         unsigned out = 0;
-        for (unsigned k = 0; k < cpb; ++k) out |= static_cast<unsigned>(q[(quad * 4 + i) * d + r * 16 * cpb + 16 * k + lane]) << (bits * k);
+        for (unsigned k = 0; k < cpb; ++k) {
+          const int code = tiled ? i * d + r * 16 * cpb + 16 * k + lane : at * cpb + k;
+          out |= static_cast<unsigned>(quad_codes[code]) << (bits * k);
+        }
         block[at] = static_cast<uint8_t>(out);
       } else if ((at - quad_bytes) % 2 == 0) {
         // fp16 scale[groups][4], then min[groups][4].

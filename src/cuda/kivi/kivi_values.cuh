@@ -6,11 +6,16 @@
 //    B = probabilities times each token's scale per value group, tokens 0 and 2 then 1 and 3; one
 //    more MMA per 16 tokens, A = each group's minimums, B = the probabilities, gives
 //    sum(p * min) per group and head.
+//  - DenseValues: the same sums where the codes are one dense stream (ValueLayout::tiled false):
+//    each tile's values are decoded to fp16 rows in the warp's own tile and summed as fp16 rows
+//    are (fp16_tile.cuh).
 //  - attend_ring: the split over the ring of fp16 rows (the residual window and the keys of a
 //    partial key group).
 #pragma once
 
 #include <cuda_fp16.h>
+
+#include <type_traits>
 
 #include "cuda/attention/tc_decode.cuh"
 #include "cuda/fp16/fp16_tile.cuh"
@@ -86,6 +91,38 @@ struct ValueSums {
   __host__ __device__ static int channel(int m, int row) { return m / kCpb * 16 * kCpb + 16 * (m % kCpb) + row; }
 };
 
+// The O^T accumulators of BITS-bit values in the dense layout, `group` channels per scale.
+template <int D, int BITS>
+struct DenseValues {
+  using Tile = Fp16Tile<D>;
+  uint4* rows;  // the warp's tile of decoded rows
+  int group;
+  float acc[D / 16][4] = {};
+
+  __device__ DenseValues(uint4* rows, int group) : rows(rows), group(group) {}
+  __device__ void rescale(const float (&alpha)[2]) { cuda::rescale(acc, alpha); }
+
+  __device__ void add_tile(const uint8_t* blocks, const float* pt, const MmaLane& ln) {
+    const ValueLayout vl{D, BITS, group};
+    for (int i = ln.g * 4 + ln.t; i < kTileTokens * Tile::kChunks; i += kWarp) {
+      const int token = i / Tile::kChunks, chunk = i % Tile::kChunks;
+      __align__(16) __half row[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) row[j] = __float2half_rn(vl.decode(blocks, token, 8 * chunk + j));
+      rows[Tile::slot(token, chunk)] = *reinterpret_cast<const uint4*>(row);
+    }
+    __syncwarp();
+    sum_value_rows<D>(rows, pt, acc, ln);
+  }
+
+  __device__ void finish(const MmaLane&) {}
+  __host__ __device__ static int channel(int m, int row) { return 16 * m + row; }
+};
+
+// ValueSums, or DenseValues for VG == 0 (the dense layout, whatever its group).
+template <int D, int BITS, int VG>
+using ValuesOf = std::conditional_t<VG == 0, DenseValues<D, BITS>, ValueSums<D, BITS, VG == 0 ? 16 : VG>>;
+
 // The ring split: keys of [key_encoded, tokens) are fp16 rows of the ring; values of
 // [key_encoded, value_encoded) still come from codes (decoded to fp16 here), the rest from rows.
 // At most residual + key group tokens: kRingWarps warps take 32-token tiles in turn, stage them in
@@ -97,12 +134,12 @@ __host__ __device__ constexpr size_t ring_stage_bytes() {
   return static_cast<size_t>(kRingWarps) * 2 * Fp16Tile<D>::kBytes;
 }
 
-template <int D, int BITS, int VG>
-__device__ void attend_ring(const AttendParams& p, int seq, float* pt, uint8_t* stages) {
+template <int D, int BITS>
+__device__ void attend_ring(const AttendParams& p, int seq, int value_group, float* pt, uint8_t* stages) {
   using Tile = Fp16Tile<D>;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const MmaLane ln(lane);
-  const ValueLayout vl{D, BITS, VG};
+  const ValueLayout vl{D, BITS, value_group};
   uint32_t bq[D / 16][2];
   load_query_fragments<D>(p, seq, ln, bq);
   TcSoftmax st;
@@ -123,7 +160,8 @@ __device__ void attend_ring(const AttendParams& p, int seq, float* pt, uint8_t* 
         } else {
           __align__(16) __half row[8];
 #pragma unroll
-          for (int j = 0; j < 8; ++j) row[j] = __float2half_rn(vl.decode(vseq, tok, 8 * chunk + j));
+          for (int j = 0; j < 8; ++j)
+            row[j] = __float2half_rn(vl.decode(vseq, p.values.slot(tok), 8 * chunk + j));
           vt[slot] = *reinterpret_cast<const uint4*>(row);
         }
       }

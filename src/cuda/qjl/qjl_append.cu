@@ -52,7 +52,8 @@ __device__ void encode_key_group(const AppendParams& p, const QjlDevice& q, int 
   outlier[c] = above < q.outliers;
   __syncthreads();
   const qjl::KeyLayout kl{q.outliers, G};
-  uint8_t* block = p.keys.codes + seq * p.keys.stream_bytes + static_cast<size_t>(g0 / G) * kl.block_bytes();
+  uint8_t* block = p.keys.codes + seq * p.keys.stream_bytes +
+                   static_cast<size_t>(p.keys.slot(g0) / G) * kl.block_bytes();
   if (outlier[c]) {
     int slot = 0;
     for (int j = 0; j < c; ++j) slot += outlier[j];

@@ -131,7 +131,7 @@ __device__ void attend_codes(const AttendParams& p, int seq, int main_split, flo
   const uint8_t* kseq = p.keys.codes + seq * p.keys.stream_bytes;
   const uint8_t* vseq = p.values.codes + seq * p.values.stream_bytes;
   const auto fetch = [&](uint8_t* dst, int tile) {
-    const int t0 = tile * kTileTokens;
+    const int t0 = p.keys.slot(tile * kTileTokens);
     const uint8_t* block = kseq + static_cast<size_t>(t0 / kl.group) * kl.block_bytes();
     warp_copy_words_async(dst, block, St::kHeader, lane);
     warp_copy_words_async(dst + St::kHeader, block + kl.outliers + (t0 % kl.group) * qjl::kTokenBytes,
@@ -190,7 +190,7 @@ __global__ void __launch_bounds__(kThreads) qjl_attend_kernel(AttendParams p) {
   uint8_t* stages = reinterpret_cast<uint8_t*>(sq_s + kMmaHeads * qjl::kProj);
   // The ring split, when there is one, is split 0: it starts first, beside the long main splits.
   const int seq = blockIdx.y, ring_splits = p.splits - p.main_splits;
-  if (static_cast<int>(blockIdx.x) < ring_splits) kivi::attend_ring<D, VBITS, VG>(p, seq, pt, stages);
+  if (static_cast<int>(blockIdx.x) < ring_splits) kivi::attend_ring<D, VBITS>(p, seq, VG, pt, stages);
   else attend_codes<D, VBITS, VG>(p, seq, blockIdx.x - ring_splits, q_s, sq_s, stages, pt);
 }
 
@@ -209,7 +209,8 @@ SplitKernel for_value_group(const AttendParams& p) {
   const int vg = p.format.get<QjlArgs>().value_group;
   if (vg == 32) return split_kernel<D, VBITS, 32>();
   if (vg == 64) return split_kernel<D, VBITS, 64>();
-  if (vg == 128 && D == 128) return split_kernel<D, VBITS, D>();
+  if constexpr (D % 128 == 0)
+    if (vg == 128) return split_kernel<D, VBITS, 128>();
   throw Error("cuda qjl attention: value group " + std::to_string(vg) + " with head_dim " + std::to_string(D) +
               "; expected 32, 64 or 128 channels dividing head_dim");
 }
@@ -221,8 +222,10 @@ SplitKernel qjl_split_kernel(const AttendParams& p, int vbits) {
   if (p.head_dim == 128 && vbits == 4) return for_value_group<128, 4>(p);
   if (p.head_dim == 64 && vbits == 2) return for_value_group<64, 2>(p);
   if (p.head_dim == 64 && vbits == 4) return for_value_group<64, 4>(p);
+  if (p.head_dim == 256 && vbits == 2) return for_value_group<256, 2>(p);
+  if (p.head_dim == 256 && vbits == 4) return for_value_group<256, 4>(p);
   throw Error("cuda qjl attention: head_dim " + std::to_string(p.head_dim) + " with vbits " +
-              std::to_string(vbits) + "; expected head_dim 64 or 128 and vbits 2 or 4");
+              std::to_string(vbits) + "; expected head_dim 64, 128 or 256 and vbits 2 or 4");
 }
 
 }  // namespace veloxquant::cuda

@@ -26,7 +26,6 @@ struct QjlTables : FormatTables {
 
 inline std::string qjl_problem(const CacheConfig& c) {
   auto n = [](size_t v) { return std::to_string(v); };
-  if (std::string p = compact_head_dim_problem("qjl", c); !p.empty()) return p;
   if (std::string p = windowed_problem("qjl", "qjl vbits", c); !p.empty()) return p;
   const QjlTables* q = tables_of<QjlTables>(c);
   if (q == nullptr) return "qjl without its tables; expected QjlTables (the sketch and its sizes)";
@@ -34,12 +33,16 @@ inline std::string qjl_problem(const CacheConfig& c) {
     return "qjl proj " + n(q->proj) + ", outlier_proj " + n(q->outlier_proj) +
            "; expected 256 and 128 (the defaults, the sizes the kernels are built for)";
   if (q->outliers != 4 && q->outliers != 8)
-    return "qjl outliers " + n(q->outliers) + "; expected 4 or 8 (the defaults at head_dim 64 and 128)";
+    return "qjl outliers " + n(q->outliers) + " (at head_dim " + n(c.head_dim) +
+           "); expected 4 or 8, the defaults at head_dim 64 and from 128";
   if (q->sketch.size() != q->proj * c.head_dim)
     return "qjl sketch of " + n(q->sketch.size()) + " values; expected proj x head_dim";
-  if ((q->value_group != 32 && q->value_group != 64 && q->value_group != 128) || c.head_dim % q->value_group != 0)
-    return "qjl value group " + n(q->value_group) + "; expected 32, 64 or 128 channels dividing head_dim " +
-           n(c.head_dim);
+  const bool lane_quads = c.head_dim % (16 * 8 / c.bits) == 0;  // kivi_layout.cuh
+  if ((q->value_group != 32 && q->value_group != 64 && q->value_group != 128) ||
+      c.head_dim % q->value_group != 0 || !lane_quads)
+    return "qjl value group " + n(q->value_group) + " at head_dim " + n(c.head_dim) + " and vbits " +
+           n(c.bits) +
+           "; expected 32, 64 or 128 channels dividing head_dim, and head_dim a multiple of 128 / vbits";
   return {};
 }
 

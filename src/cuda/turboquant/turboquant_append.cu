@@ -96,7 +96,7 @@ __global__ void turboquant_append_kernel(AppendParams p, int bits, TurboQuantDev
   __syncthreads();
   const int header = prod ? 8 : 4, code_bytes = d * code_bits / 8;
   const int record = header + code_bytes + (prod ? d / 8 : 0);
-  uint8_t* out = s.codes + seq * s.stream_bytes + static_cast<size_t>(p.old_tokens + t) * record;
+  uint8_t* out = s.codes + seq * s.stream_bytes + static_cast<size_t>(s.slot(p.old_tokens + t)) * record;
   if (c == 0) *reinterpret_cast<float*>(out) = norm;
   if (c == 0 && prod) *reinterpret_cast<float*>(out + 4) = rho;
   pack_codes(out + header, codes, d, code_bits, c, d);

@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(kThreads) turboquant_attend_kernel(AttendParam
   const uint8_t* kseq = p.keys.codes + seq * p.keys.stream_bytes;
   const uint8_t* vseq = p.values.codes + seq * p.values.stream_bytes;
   const auto fetch = [&](uint8_t* dst, int tile) {
-    const size_t first = static_cast<size_t>(tile) * kTileTokens;
+    const size_t first = p.keys.slot(tile * kTileTokens);
     warp_copy_async(dst, kseq + first * L::kKeyBytes, kTileTokens * L::kKeyBytes, lane);
     warp_copy_async(dst + kTileTokens * L::kKeyBytes, vseq + first * L::kValueBytes, kTileTokens * L::kValueBytes, lane);
   };
@@ -224,7 +224,9 @@ SplitKernel for_method(const AttendParams& p, int bits, bool prod) {
 SplitKernel turboquant_split_kernel(const AttendParams& p, int bits, bool prod) {
   if (p.head_dim == 128) return for_method<128>(p, bits, prod);
   if (p.head_dim == 64) return for_method<64>(p, bits, prod);
-  throw Error("cuda turboquant attention: head_dim " + std::to_string(p.head_dim) + "; expected 64 or 128");
+  if (p.head_dim == 256) return for_method<256>(p, bits, prod);
+  throw Error("cuda turboquant attention: head_dim " + std::to_string(p.head_dim) +
+              "; expected 64, 128 or 256");
 }
 
 }  // namespace veloxquant::cuda

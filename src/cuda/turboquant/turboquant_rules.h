@@ -26,7 +26,7 @@ inline bool turboquant_bits_supported(unsigned bits) { return bits >= 2 && bits 
 inline std::string turboquant_problem(const CacheConfig& c, bool prod) {
   auto n = [](size_t v) { return std::to_string(v); };
   if (!turboquant_bits_supported(c.bits)) return "turboquant bits " + n(c.bits) + "; expected 2, 3 or 4";
-  if (std::string p = compact_head_dim_problem("turboquant", c); !p.empty()) return p;
+  if (std::string p = hadamard_head_dim_problem("turboquant", c); !p.empty()) return p;
   const TurboQuantTables* t = tables_of<TurboQuantTables>(c);
   if (t == nullptr) return "turboquant without its tables; expected TurboQuantTables (signs and codebooks)";
   const size_t levels = size_t{1} << c.bits, key_levels = prod ? levels / 2 : levels;

@@ -73,6 +73,9 @@ std::unique_ptr<DeviceForward> make_device_forward(const Model& model, const Spe
     shape.window = c.sliding(l) ? c.sliding_window : 0;
     shape.softcap = c.attention_softcap;
     caches.push_back(cuda::device_cache_config(spec, shape, batch, context));
+    // A step appends at most max_step tokens: a windowed layer keeps the codes of its window and
+    // one step, not of the whole context.
+    if (shape.window > 0) caches.back().max_append = max_step;
   }
   cuda::DecoderShape shape;
   shape.layers = c.layers, shape.embedding = c.embedding, shape.feed_forward = c.feed_forward;
