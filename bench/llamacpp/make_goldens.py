@@ -57,6 +57,8 @@ MODELS = {
     "phi3": ("Phi-3 mini (8 of its 32 heads)", 8, 8, 96, 768, "phi-3"),
     "gemma2": ("Gemma 2 2B", 8, 4, 256, 256, "llama-spm"),
     "gemma3": ("Gemma 3 1B", 4, 1, 256, 256, "llama-spm"),
+    # The fixture's global layers have heads of 2 x head_dim: E2B's 256 windowed / 512 global.
+    "gemma4": ("Gemma 4 E2B", 8, 1, 256, 1536, "gemma-4"),
 }
 QUANT_TYPES = ["Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0", "Q4_0", "IQ4_NL"]
 PROMPT = [(i * 7919 + 13) % 30000 + 300 for i in range(64)]

@@ -33,7 +33,7 @@ struct CacheStream {
   std::vector<uint8_t> state;  // what a codec fitted to this stream keeps (Codec::fit_streams)
   std::vector<uint8_t> codes;  // the codec's bytes for `encoded` tokens
   size_t encoded = 0;
-  std::vector<uint8_t> tail;   // fp16 rows of head_dim values, oldest first
+  std::vector<uint8_t> tail;  // fp16 rows of head_dim values, oldest first
   size_t tail_tokens = 0;
 };
 
@@ -171,7 +171,8 @@ class KVCache {
 // tools build a model's caches here. Throws SpecError when layers < 1.
 std::vector<KVCache> make_layer_caches(const Spec& spec, const LayerShape& shape, int layers);
 // The same with a shape per layer (a model whose layers attend differently: sliding windows,
-// their own RoPE); every shape must have the same KV heads and head_dim.
+// their own RoPE, their own head sizes); a cross-layer spec's shapes must all have the same KV
+// heads and head_dim (SpecError otherwise).
 std::vector<KVCache> make_layer_caches(const Spec& spec, std::vector<LayerShape> shapes);
 
 }  // namespace veloxquant

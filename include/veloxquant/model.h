@@ -27,7 +27,9 @@ struct ModelConfig {
   std::string architecture;  // "llama", "qwen2", ...
   std::string name;          // general.name, may be empty
   uint32_t layers = 0;
-  uint32_t embedding = 0;     // model width
+  uint32_t embedding = 0;  // model width
+  // Every layer's shape, or where they differ by layer (gemma4) the full-attention layers' as the
+  // file's keys name them; the *_of(layer) accessors give each layer's own.
   uint32_t feed_forward = 0;  // gated feed-forward hidden width
   uint32_t heads = 0;
   uint32_t kv_heads = 0;
@@ -41,11 +43,11 @@ struct ModelConfig {
 
   // What the block does beyond llama's (qwen3, gemma2/3, phi3, mistral3); the defaults are llama.
   Activation activation = Activation::Silu;
-  bool qk_norm = false;     // per-head RMSNorm of q and k before RoPE (qwen3, gemma3)
-  bool post_norms = false;  // RMSNorm of the attention and feed-forward outputs before each
-                            // residual add (gemma2/3)
-  float embedding_scale = 1.0f;  // token embeddings are multiplied by it (gemma: sqrt(width))
-  float attention_scale = 0.0f;  // scores are q.k times it; 0: 1 / sqrt(head_dim)
+  bool qk_norm = false;            // per-head RMSNorm of q and k before RoPE (qwen3, gemma3)
+  bool post_norms = false;         // RMSNorm of the attention and feed-forward outputs before each
+                                   // residual add (gemma2/3)
+  float embedding_scale = 1.0f;    // token embeddings are multiplied by it (gemma: sqrt(width))
+  float attention_scale = 0.0f;    // scores are q.k times it; 0: 1 / sqrt(head_dim)
   float attention_softcap = 0.0f;  // scores become cap * tanh(score / cap); 0: not capped
   float final_softcap = 0.0f;      // the same for the output logits
   // Sliding-window attention: the layers marked here see only the last `sliding_window` tokens
@@ -58,9 +60,32 @@ struct ModelConfig {
   float attention_temperature_scale = 0.0f;
   uint32_t attention_temperature_floor = 0;
 
+  // Shapes per layer where they differ (gemma4's windowed layers have smaller heads, and its
+  // files may give KV heads and feed-forward widths per layer); empty: the uniform fields hold.
+  std::vector<uint32_t> layer_kv_heads, layer_head_dim, layer_feed_forward;
+  // The last shared_kv_layers layers project no keys or values: each attends through the cache
+  // of the earlier layer kv_layer() names (gemma4).
+  uint32_t shared_kv_layers = 0;
+  bool value_norm = false;           // values RMS-normalized per head, without a weight (gemma4)
+  uint32_t per_layer_embedding = 0;  // width of each layer's own token input (gemma4 E2B/E4B); 0: none
+
   bool sliding(size_t layer) const { return layer < sliding_layers.size() && sliding_layers[layer]; }
   const RopeParams& layer_rope(size_t layer) const { return sliding(layer) ? sliding_rope : rope; }
+  uint32_t kv_heads_of(size_t layer) const;
+  uint32_t head_dim_of(size_t layer) const;
+  uint32_t feed_forward_of(size_t layer) const;
+  // Whether every layer has the same attention and feed-forward shape and its own keys and values.
+  bool uniform_layers() const;
+  // Layers that store keys and values: the first cache_layers(); one KVCache each.
+  uint32_t cache_layers() const { return layers - shared_kv_layers; }
+  // The layer whose cache `layer` attends through: itself, or for a shared-KV layer the last
+  // earlier one of its kind (windowed or global), as llama.cpp maps them.
+  size_t kv_layer(size_t layer) const;
 };
+
+// The shape of each cache-storing layer's KVCache (KV heads, head_dim, RoPE, window, soft-cap),
+// cache_layers() of them, for make_layer_caches.
+std::vector<LayerShape> cache_shapes(const ModelConfig& c);
 
 // The architectures Model::load accepts, e.g. {"llama", "qwen2"}.
 std::vector<std::string> supported_architectures();
@@ -177,11 +202,12 @@ class Session {
   std::span<const int32_t> tokens(size_t sequence = 0) const;
   // Sequences decoded in lockstep (SessionOptions::batch).
   size_t batch() const;
-  // One cache per layer (session files save them). Throws Error on Device::Cuda, whose caches
+  // One cache per layer that stores keys and values (ModelConfig::cache_layers; session files
+  // save them). Throws Error on Device::Cuda, whose caches
   // live in GPU memory; so do restore() and set_observer() with an observer.
   std::span<const KVCache> caches() const;
   // Replaces the token history and every layer's cache at once (session files restore them).
-  // Throws Error, leaving the session unchanged, unless there is one cache per layer, each with
+  // Throws Error, leaving the session unchanged, unless there is one cache per cache layer, each with
   // this session's spec and that layer's shape (KV heads, head_dim, layer index, seed) and holding
   // tokens.size() tokens, and the tokens are valid ids that fit the context.
   void restore(std::vector<int32_t> tokens, std::vector<KVCache> caches);

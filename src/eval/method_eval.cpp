@@ -29,13 +29,14 @@ std::vector<int32_t> prompt_of(const Model& model, std::span<const int32_t> hays
     throw Error("eval: the text has " + std::to_string(haystack.size()) + " tokens; a prompt of " +
                 std::to_string(tokens) + " needs more");
   }
-  prompt.insert(prompt.end(), haystack.begin(), haystack.begin() + static_cast<std::ptrdiff_t>(tokens - prompt.size()));
+  prompt.insert(prompt.end(), haystack.begin(),
+                haystack.begin() + static_cast<std::ptrdiff_t>(tokens - prompt.size()));
   return prompt;
 }
 
 // The caches observed over one prompt, evaluated as a prompt is (micro-batches, eviction after each).
-std::vector<LayerObservation> observe(const Model& model, std::span<const int32_t> haystack, const std::string& spec,
-                                      size_t tokens) {
+std::vector<LayerObservation> observe(const Model& model, std::span<const int32_t> haystack,
+                                      const std::string& spec, size_t tokens) {
   const ModelConfig& c = model.config();
   CacheObserver observer(c.layers, c.kv_heads, c.heads, c.head_dim, c.rope);
   Session session(model, SessionOptions{spec, tokens});
@@ -92,8 +93,7 @@ std::vector<std::string> expand_eval_specs(const std::vector<std::string>& args,
 
 void check_specs_fit(const std::vector<std::string>& specs, const Model& model) {
   const ModelConfig& c = model.config();
-  for (const std::string& spec : specs)
-    make_layer_caches(parse_spec(spec), LayerShape{c.kv_heads, c.head_dim, 0, 0}, static_cast<int>(c.layers));
+  for (const std::string& spec : specs) make_layer_caches(parse_spec(spec), cache_shapes(c));
 }
 
 MethodEval evaluate_method(const Model& model, std::string_view text, std::span<const int32_t> haystack,

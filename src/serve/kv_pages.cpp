@@ -18,21 +18,17 @@ size_t KvByteModel::bytes(size_t tokens) const {
 KvByteModel measure_kv_bytes(const Model& model, const std::string& spec_text, size_t up_to) {
   const ModelConfig& c = model.config();
   const Spec spec = parse_spec(spec_text);
-  std::vector<LayerShape> shapes(c.layers, LayerShape{c.kv_heads, c.head_dim, 0, 0});
+  std::vector<LayerShape> shapes = cache_shapes(c);
   std::shared_ptr<const CalibrationArtifact> calibration;
   if (spec.method->calibrated() && !spec.params.get_text("artifacts").empty())
     calibration = load_calibration(spec.params.get_text("artifacts"), spec);
-  for (uint32_t l = 0; l < c.layers; ++l) {
-    shapes[l].calibration = calibration;
-    shapes[l].rope = c.layer_rope(l);
-    shapes[l].window = c.sliding(l) ? c.sliding_window : 0;
-    shapes[l].softcap = c.attention_softcap;
-  }
+  for (LayerShape& shape : shapes) shape.calibration = calibration;
   std::vector<KVCache> caches = make_layer_caches(spec, shapes);
   // Keys and values like a model's: unit-scale normal values; the same block for every layer.
   std::mt19937_64 rng(7);
   std::normal_distribution<float> normal;
-  const size_t width = size_t{c.kv_heads} * c.head_dim;
+  size_t width = 0;  // the widest layer's keys of one token; narrower layers take their first ones
+  for (const LayerShape& s : shapes) width = std::max(width, s.kv_heads * s.head_dim);
   std::vector<std::pair<size_t, size_t>> points;  // (tokens, bytes of layer 0 .. all layers)
   size_t tokens = 0;
   for (size_t target = 64; target <= up_to; target *= 2) {
@@ -42,9 +38,10 @@ KvByteModel measure_kv_bytes(const Model& model, const std::string& spec_text, s
     for (float& x : v) x = normal(rng);
     std::vector<int64_t> positions(n);
     for (size_t i = 0; i < n; ++i) positions[i] = static_cast<int64_t>(tokens + i);
-    for (uint32_t l = 0; l < c.layers; ++l) {
-      caches[l].append(TensorView::f32(k.data(), {n, c.kv_heads, c.head_dim}),
-                       TensorView::f32(v.data(), {n, c.kv_heads, c.head_dim}), positions, shapes[l].rope);
+    for (size_t l = 0; l < caches.size(); ++l) {
+      const size_t kv_heads = shapes[l].kv_heads, head_dim = shapes[l].head_dim;
+      caches[l].append(TensorView::f32(k.data(), {n, kv_heads, head_dim}),
+                       TensorView::f32(v.data(), {n, kv_heads, head_dim}), positions, shapes[l].rope);
     }
     for (KVCache& cache : caches) cache.finish_step();
     tokens = target;

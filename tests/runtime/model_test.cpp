@@ -47,8 +47,8 @@ TEST(Model, LoadsStories260K) {
   EXPECT_EQ(m.parameter_count(), 292800u);
   EXPECT_EQ(m.weight_bytes(), 292800u * 4);
   EXPECT_EQ(m.tokenizer().vocab_size(), 512u);
-  EXPECT_EQ(supported_architectures(),
-            (std::vector<std::string>{"llama", "mistral3", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"}));
+  EXPECT_EQ(supported_architectures(), (std::vector<std::string>{"llama", "mistral3", "qwen2", "qwen3",
+                                                                 "phi3", "gemma2", "gemma3", "gemma4"}));
 }
 
 TEST(Model, WithoutOutputWeightTheEmbeddingsAreTied) {
@@ -66,8 +66,9 @@ TEST(Model, WithoutOutputWeightTheEmbeddingsAreTied) {
 TEST(Model, RefusesAnUnsupportedArchitectureListingTheSupportedOnes) {
   GgufContents c = stories();
   c.set("general.architecture", GgufValue(std::string("gptj")));
-  EXPECT_LOAD_ERROR(c, "architecture 'gptj' is not supported; supported: llama, mistral3, qwen2, qwen3, phi3, "
-                       "gemma2, gemma3");
+  EXPECT_LOAD_ERROR(c,
+                    "architecture 'gptj' is not supported; supported: llama, mistral3, qwen2, qwen3, phi3, "
+                    "gemma2, gemma3");
 }
 
 TEST(Model, RefusesMixtureOfExpertsModelsAsSuch) {
@@ -76,7 +77,8 @@ TEST(Model, RefusesMixtureOfExpertsModelsAsSuch) {
   EXPECT_LOAD_ERROR(c, "architecture 'qwen3moe' is a mixture-of-experts or hybrid (recurrent) model");
   // A llama file with expert routers (Mixtral's conversion) is refused by its tensors.
   GgufContents mixtral = stories();
-  mixtral.tensors.push_back({"blk.0.ffn_gate_inp.weight", GgmlType::F32, {64, 8}, std::vector<uint8_t>(64 * 8 * 4)});
+  mixtral.tensors.push_back(
+      {"blk.0.ffn_gate_inp.weight", GgmlType::F32, {64, 8}, std::vector<uint8_t>(64 * 8 * 4)});
   EXPECT_LOAD_ERROR(mixtral, "tensor 'blk.0.ffn_gate_inp.weight' routes tokens to experts");
 }
 

@@ -20,15 +20,16 @@ struct FixtureShape {
 };
 
 struct FixtureOptions {
-  // llama, qwen2, qwen3, phi3, mistral3, gemma2 or gemma3, each with its converter's tensors
-  // and keys (fixture_model.cpp's layouts).
+  // llama, qwen2, qwen3, phi3, mistral3, gemma2, gemma3 or gemma4, each with its converter's
+  // tensors and keys (fixture_model.cpp's layouts; gemma4's global layers have heads of
+  // 2 x head_dim, windowed ones of head_dim).
   std::string arch = "llama";
   GgmlType type = GgmlType::F32;  // of every 2-D weight; 1-D norms and biases stay F32
   bool tied = false;              // no output.weight: the output projection reuses token_embd
   uint64_t seed = 0;
   float rope_scale = 0;                 // > 0: rope.scaling.type rope_scaling with this factor
   std::string rope_scaling = "linear";  // or "yarn" (its correction dims and attention factor)
-  std::string vocab_file = {};  // a GGUF whose tokenizer.* entries replace the fixture's vocabulary
+  std::string vocab_file = {};          // a GGUF whose tokenizer.* entries replace the fixture's vocabulary
   FixtureShape shape = {};
 };
 

@@ -20,7 +20,8 @@ int main(int argc, char** argv) {
   CLI::App app{"Write a small random-weight Llama-family GGUF model"};
   veloxquant::dev::FixtureOptions options;
   std::string type = "f32", out, manifest_path;
-  app.add_option("--arch", options.arch, "llama, qwen2, qwen3, phi3, mistral3, gemma2 or gemma3")->capture_default_str();
+  app.add_option("--arch", options.arch, "llama, qwen2, qwen3, phi3, mistral3, gemma2, gemma3 or gemma4")
+      ->capture_default_str();
   app.add_option("--type", type, "type of the weight matrices: f32, f16, bf16, q8_0 or q4_0")
       ->capture_default_str();
   app.add_flag("--tied", options.tied, "no output.weight: the output reuses token_embd");

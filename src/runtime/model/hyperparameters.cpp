@@ -27,6 +27,28 @@ uint32_t MetadataReader::count(const std::string& key, int64_t lo, int64_t hi, i
   return static_cast<uint32_t>(*value);
 }
 
+std::vector<uint32_t> MetadataReader::per_layer(const std::string& key, uint32_t layers, int64_t lo,
+                                                int64_t hi, int64_t fallback) const {
+  const GgufValue* v = find(key);
+  if (!v || !v->is<GgufValue::Array>()) return std::vector<uint32_t>(layers, count(key, lo, hi, fallback));
+  const auto& items = v->as<GgufValue::Array>(full(key)).items;
+  if (items.size() != layers) {
+    throw FormatError("metadata key '" + full(key) + "' has " + std::to_string(items.size()) +
+                      " values; expected one per layer (" + std::to_string(layers) + ")");
+  }
+  std::vector<uint32_t> counts;
+  for (size_t l = 0; l < items.size(); ++l) {
+    const std::optional<int64_t> value = items[l].as_integer();
+    if (!value || *value < lo || *value > hi) {
+      throw FormatError("metadata key '" + full(key) + "' value " + std::to_string(l) + " is " +
+                        (value ? std::to_string(*value) : "not an integer") + "; expected " +
+                        std::to_string(lo) + ".." + std::to_string(hi));
+    }
+    counts.push_back(static_cast<uint32_t>(*value));
+  }
+  return counts;
+}
+
 float MetadataReader::number(const std::string& key, float fallback) const {
   const std::string full = prefix_ + key;
   const GgufValue* v = f_.find(full);
@@ -48,6 +70,33 @@ float MetadataReader::number(const std::string& key, float fallback) const {
 
 namespace {
 
+// Per-layer arrays whose layers all agree keep only the uniform field, as other models have.
+std::vector<uint32_t> unless_uniform(std::vector<uint32_t> per_layer) {
+  if (std::all_of(per_layer.begin(), per_layer.end(), [&](uint32_t x) { return x == per_layer.front(); }))
+    return {};
+  return per_layer;
+}
+
+// feed_forward_length and head_count_kv, one for every layer or one per layer (llama.cpp's
+// get_key_or_arr); grouped-query attention needs each layer's query heads a multiple of its KV heads.
+void read_layer_widths(const MetadataReader& r, ModelConfig& c) {
+  constexpr int64_t kMaxWidth = 1 << 20;
+  const std::vector<uint32_t> ff = r.per_layer("feed_forward_length", c.layers, 1, kMaxWidth);
+  const std::vector<uint32_t> kv = r.per_layer("attention.head_count_kv", c.layers, 1, c.heads, c.heads);
+  for (size_t l = 0; l < kv.size(); ++l) {
+    if (c.heads % kv[l] != 0) {
+      throw FormatError(r.full("attention.head_count") + " " + std::to_string(c.heads) +
+                        " is not a multiple of " + r.full("attention.head_count_kv") + " " +
+                        std::to_string(kv[l]) + " (layer " + std::to_string(l) +
+                        "); grouped-query attention needs it to be");
+    }
+  }
+  c.feed_forward = ff.front();
+  c.kv_heads = kv.front();
+  c.layer_feed_forward = unless_uniform(ff);
+  c.layer_kv_heads = unless_uniform(kv);
+}
+
 // llama.cpp's RoPE scaling (llama_model::load_hparams and llama_context's constructor): the type
 // defaults to linear, whose factor defaults to 1; "none" never scales, even with a factor; YaRN
 // mixes interpolated and original frequencies between two correction dims and scales the rotated
@@ -55,7 +104,8 @@ namespace {
 // are read only where llama.cpp reads them (Architecture::yarn_keys).
 void read_rope_scaling(const MetadataReader& r, const Architecture& arch, ModelConfig& c) {
   std::string scaling = "linear";
-  if (const GgufValue* t = r.find("rope.scaling.type")) scaling = t->as<std::string>(r.full("rope.scaling.type"));
+  if (const GgufValue* t = r.find("rope.scaling.type"))
+    scaling = t->as<std::string>(r.full("rope.scaling.type"));
   float factor = r.number("rope.scaling.factor", 0.0f);
   if (factor == 0.0f) factor = r.number("rope.scale_linear", 0.0f);  // older converters' key
   if (scaling != "none" && scaling != "linear" && scaling != "yarn") {
@@ -71,7 +121,8 @@ void read_rope_scaling(const MetadataReader& r, const Architecture& arch, ModelC
   const float beta_fast = arch.yarn_keys ? r.number("rope.scaling.yarn_beta_fast", 32.0f) : 32.0f;
   const float beta_slow = arch.yarn_keys ? r.number("rope.scaling.yarn_beta_slow", 1.0f) : 1.0f;
   const float log_mul = arch.yarn_keys ? r.number("rope.scaling.yarn_log_multiplier", 0.0f) : 0.0f;
-  const uint32_t original = r.count("rope.scaling.original_context_length", 1, int64_t{1} << 30, c.context_length);
+  const uint32_t original = r.count("rope.scaling.original_context_length", 1, int64_t{1} << 30,
+                                    c.context_length);
   auto corr_dim = [&](float rotations) {
     return static_cast<float>(c.rope.dims) *
            std::log(static_cast<float>(original) / (rotations * 2.0f * std::numbers::pi_v<float>)) /
@@ -99,18 +150,12 @@ ModelConfig read_hyperparameters(const GgufFile& file, const Architecture& arch)
   constexpr int64_t kMaxWidth = 1 << 20;
   c.layers = r.count("block_count", 1, 4096);
   c.embedding = r.count("embedding_length", 1, kMaxWidth);
-  c.feed_forward = r.count("feed_forward_length", 1, kMaxWidth);
   c.heads = r.count("attention.head_count", 1, 4096);
-  c.kv_heads = r.count("attention.head_count_kv", 1, c.heads, c.heads);
-  if (c.heads % c.kv_heads != 0) {
-    throw FormatError(r.full("attention.head_count") + " " + std::to_string(c.heads) +
-                      " is not a multiple of " + r.full("attention.head_count_kv") + " " +
-                      std::to_string(c.kv_heads) + "; grouped-query attention needs it to be");
-  }
+  read_layer_widths(r, c);
   if (c.embedding % c.heads != 0 && !r.find("attention.key_length")) {
     throw FormatError(r.full("embedding_length") + " " + std::to_string(c.embedding) +
-                      " is not a multiple of the head count " + std::to_string(c.heads) +
-                      " and " + r.full("attention.key_length") + " is absent");
+                      " is not a multiple of the head count " + std::to_string(c.heads) + " and " +
+                      r.full("attention.key_length") + " is absent");
   }
   c.head_dim = r.count("attention.key_length", 1, 4096, c.embedding / c.heads);
   const uint32_t value_dim = r.count("attention.value_length", 1, 4096, c.head_dim);
@@ -148,7 +193,7 @@ void read_sliding_window(const MetadataReader& r, ModelConfig& c, uint32_t windo
   if (c.sliding_window == 0) return;
   if (c.sliding_window == 1) {
     throw FormatError(r.full("attention.sliding_window") + " is 1 (each token attends to itself alone); "
-                      "expected 0 (no window) or at least 2");
+                                                           "expected 0 (no window) or at least 2");
   }
   c.sliding_layers.assign(c.layers, false);
   const GgufValue* p = r.find("attention.sliding_window_pattern");
@@ -158,7 +203,8 @@ void read_sliding_window(const MetadataReader& r, ModelConfig& c, uint32_t windo
       throw FormatError(r.full("attention.sliding_window_pattern") + " has " + std::to_string(items.size()) +
                         " flags; expected one per layer (" + std::to_string(c.layers) + ")");
     }
-    for (size_t l = 0; l < items.size(); ++l) c.sliding_layers[l] = items[l].as<bool>(r.full("attention.sliding_window_pattern"));
+    for (size_t l = 0; l < items.size(); ++l)
+      c.sliding_layers[l] = items[l].as<bool>(r.full("attention.sliding_window_pattern"));
   } else {
     // Period n: layers l with l % n < n - 1 are windowed, the last of every n is global; 0
     // windows every layer (llama.cpp's set_swa_pattern).
@@ -170,7 +216,7 @@ void read_sliding_window(const MetadataReader& r, ModelConfig& c, uint32_t windo
     // The windowed layers rotate unscaled; YaRN's attention factor would then differ per layer.
     if (c.rope.ext_factor != 0.0f) {
       throw FormatError(r.full("rope.scaling.type") + " 'yarn' with sliding-window layers is not supported; "
-                        "expected none or linear");
+                                                      "expected none or linear");
     }
     c.sliding_rope.freq_base = r.number("rope.freq_base_swa", 10000.0f);
     c.sliding_rope.freq_scale = 1.0f;

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "runtime/model/architecture.h"
 #include "veloxquant/model.h"
@@ -17,6 +18,10 @@ class MetadataReader {
 
   // A count in [lo, hi]; `fallback` when absent (required when it is negative).
   uint32_t count(const std::string& key, int64_t lo, int64_t hi, int64_t fallback = -1) const;
+  // One count per layer in [lo, hi], from an array of `layers` of them or one for every layer;
+  // `fallback` for every layer when absent (required when it is negative).
+  std::vector<uint32_t> per_layer(const std::string& key, uint32_t layers, int64_t lo, int64_t hi,
+                                  int64_t fallback = -1) const;
   // A positive finite number, `fallback` when absent.
   float number(const std::string& key, float fallback) const;
   const GgufValue* find(const std::string& key) const { return f_.find(prefix_ + key); }

@@ -13,10 +13,17 @@ struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm;  // [embedding]
   // Views of one fused attn_qkv / ffn_up tensor where the file fuses them (phi3).
   runtime::WeightMatrix wq, wk, wv, wo;
-  std::vector<float> bq, bk, bv;  // empty when the model has no q/k/v biases
-  std::vector<float> q_norm, k_norm;  // [head_dim]; empty without ModelConfig::qk_norm
+  std::vector<float> bq, bk, bv;                     // empty when the model has no q/k/v biases
+  std::vector<float> q_norm, k_norm;                 // [head_dim]; empty without ModelConfig::qk_norm
   std::vector<float> post_attn_norm, post_ffn_norm;  // [embedding]; empty without post_norms
   runtime::WeightMatrix gate, up, down;
+  // Where `wv` is empty (rows 0), the values are the key projection's output (gemma4).
+  // Shared-KV layers (ModelConfig::shared_kv_layers) have no wk, wv or k_norm.
+  float output_scale = 1.0f;  // layer_output_scale: the layer's output is multiplied by it (gemma4)
+  // The per-layer token input (ModelConfig::per_layer_embedding): inp_gate [per_layer, embedding],
+  // proj [embedding, per_layer], post_norm [embedding]; empty without it.
+  runtime::WeightMatrix per_layer_gate, per_layer_proj;
+  std::vector<float> per_layer_post_norm;
 };
 
 struct Model::Impl {
@@ -27,6 +34,11 @@ struct Model::Impl {
   runtime::WeightMatrix output;      // [vocab, embedding]; token_embd when tied
   std::vector<float> output_norm;
   std::vector<LayerWeights> layers;
+  // ModelConfig::per_layer_embedding: each token's row of every layer's input
+  // [vocab, layers * per_layer], its projection from the embeddings [layers * per_layer,
+  // embedding], and the RMSNorm of each layer's slice of it [per_layer].
+  runtime::WeightMatrix per_layer_token_embd, per_layer_model_proj;
+  std::vector<float> per_layer_proj_norm;
   // phi3's 128k models: RoPE frequency divisors for contexts past the original one
   // (rope_factors_long.weight; the short ones are config.rope's); null otherwise.
   std::shared_ptr<const std::vector<float>> rope_long_factors;

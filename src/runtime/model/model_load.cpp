@@ -60,12 +60,13 @@ class TensorLoader {
 };
 
 // Positive finite RoPE frequency divisors (rope_freqs, rope_factors_*), dims / 2 of them.
-std::shared_ptr<const std::vector<float>> rope_factors(TensorLoader& load, const std::string& name, size_t n) {
+std::shared_ptr<const std::vector<float>> rope_factors(TensorLoader& load, const std::string& name,
+                                                       size_t n) {
   std::vector<float> factors = load.vector(name, n);
   for (size_t i = 0; i < factors.size(); ++i) {
     if (!std::isfinite(factors[i]) || factors[i] <= 0.0f) {
-      throw FormatError("tensor '" + name + "' value " + std::to_string(i) + " is " + std::to_string(factors[i]) +
-                        "; expected a positive finite frequency divisor");
+      throw FormatError("tensor '" + name + "' value " + std::to_string(i) + " is " +
+                        std::to_string(factors[i]) + "; expected a positive finite frequency divisor");
     }
   }
   return std::make_shared<const std::vector<float>>(std::move(factors));
@@ -73,10 +74,11 @@ std::shared_ptr<const std::vector<float>> rope_factors(TensorLoader& load, const
 
 // The q, k and v projections, from attn_q/k/v or from one fused attn_qkv (phi3, and any
 // architecture whose converter fused them, as llama.cpp's create_tensor_qkv accepts), with their
-// biases where the file has them.
+// biases where the file has them. A shared-KV layer (kv_width 0) has only its queries; a layer
+// of an optional_values architecture may lack attn_v.
 void load_attention(TensorLoader& load, const std::string& p, const runtime::Architecture& arch, size_t d,
                     size_t q_width, size_t kv_width, LayerWeights& l, bool& qkv_bias) {
-  if (load.has(p + "attn_qkv.weight")) {
+  if (kv_width > 0 && load.has(p + "attn_qkv.weight")) {
     const runtime::WeightMatrix qkv = load.matrix(p + "attn_qkv.weight", q_width + 2 * kv_width, d);
     l.wq = qkv.row_view(0, q_width);
     l.wk = qkv.row_view(q_width, kv_width);
@@ -84,13 +86,15 @@ void load_attention(TensorLoader& load, const std::string& p, const runtime::Arc
     if (load.has(p + "attn_qkv.bias")) {
       const std::vector<float> b = load.vector(p + "attn_qkv.bias", q_width + 2 * kv_width);
       l.bq.assign(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(q_width));
-      l.bk.assign(b.begin() + static_cast<std::ptrdiff_t>(q_width), b.begin() + static_cast<std::ptrdiff_t>(q_width + kv_width));
+      l.bk.assign(b.begin() + static_cast<std::ptrdiff_t>(q_width),
+                  b.begin() + static_cast<std::ptrdiff_t>(q_width + kv_width));
       l.bv.assign(b.begin() + static_cast<std::ptrdiff_t>(q_width + kv_width), b.end());
     }
   } else {
     l.wq = load.matrix(p + "attn_q.weight", q_width, d);
-    l.wk = load.matrix(p + "attn_k.weight", kv_width, d);
-    l.wv = load.matrix(p + "attn_v.weight", kv_width, d);
+    if (kv_width > 0) l.wk = load.matrix(p + "attn_k.weight", kv_width, d);
+    if (kv_width > 0 && (!arch.optional_values || load.has(p + "attn_v.weight")))
+      l.wv = load.matrix(p + "attn_v.weight", kv_width, d);
   }
   // Biases are required where the architecture has them and honoured wherever they appear.
   if (l.bq.empty() && (arch.requires_qkv_bias || load.has(p + "attn_q.bias"))) {
@@ -102,19 +106,72 @@ void load_attention(TensorLoader& load, const std::string& p, const runtime::Arc
   l.wo = load.matrix(p + "attn_output.weight", d, q_width);
 }
 
+// The feed-forward of `ff` hidden units: ffn_gate and ffn_up, or one fused ffn_up (phi3).
+void load_feed_forward(TensorLoader& load, const std::string& p, size_t d, size_t ff, LayerWeights& l) {
+  if (load.has(p + "ffn_gate.weight")) {
+    l.gate = load.matrix(p + "ffn_gate.weight", ff, d);
+    l.up = load.matrix(p + "ffn_up.weight", ff, d);
+  } else {
+    // Fused (phi3): ffn_up holds the gate's rows, then the up projection's.
+    const runtime::WeightMatrix gate_up = load.matrix(p + "ffn_up.weight", 2 * ff, d);
+    l.gate = gate_up.row_view(0, ff);
+    l.up = gate_up.row_view(ff, ff);
+  }
+  l.down = load.matrix(p + "ffn_down.weight", d, ff);
+}
+
+// gemma4's per-layer token inputs (ModelConfig::per_layer_embedding): the model's tables, then
+// each layer's gate, projection and norm.
+void load_per_layer_inputs(TensorLoader& load, Model::Impl& m) {
+  const ModelConfig& c = m.config;
+  const size_t d = c.embedding, pl = c.per_layer_embedding, all = pl * c.layers;
+  m.per_layer_token_embd = load.matrix("per_layer_token_embd.weight", c.vocab, all);
+  m.per_layer_model_proj = load.matrix("per_layer_model_proj.weight", all, d);
+  m.per_layer_proj_norm = load.vector("per_layer_proj_norm.weight", pl);
+  for (uint32_t i = 0; i < c.layers; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    LayerWeights& l = m.layers[i];
+    l.per_layer_gate = load.matrix(p + "inp_gate.weight", pl, d);
+    l.per_layer_proj = load.matrix(p + "proj.weight", d, pl);
+    l.per_layer_post_norm = load.vector(p + "post_norm.weight", d);
+  }
+}
+
+void load_layer(TensorLoader& load, Model::Impl& m, const runtime::Architecture& arch, uint32_t i) {
+  const ModelConfig& c = m.config;
+  const std::string p = "blk." + std::to_string(i) + ".";
+  LayerWeights& l = m.layers[i];
+  const size_t d = c.embedding, hd = c.head_dim_of(i), q_width = size_t{c.heads} * hd;
+  const bool own_kv = i < c.cache_layers();
+  if (load.has(p + "ffn_gate_inp.weight")) {
+    throw FormatError(
+        "tensor '" + p + "ffn_gate_inp.weight' routes tokens to experts: a mixture-of-experts " +
+        c.architecture + " model, which the runtime does not run; expected dense feed-forward layers");
+  }
+  l.attn_norm = load.vector(p + "attn_norm.weight", d);
+  load_attention(load, p, arch, d, q_width, own_kv ? size_t{c.kv_heads_of(i)} * hd : 0, l, m.config.qkv_bias);
+  if (c.qk_norm) {
+    l.q_norm = load.vector(p + "attn_q_norm.weight", hd);
+    if (own_kv) l.k_norm = load.vector(p + "attn_k_norm.weight", hd);
+  }
+  l.ffn_norm = load.vector(p + "ffn_norm.weight", d);
+  load_feed_forward(load, p, d, c.feed_forward_of(i), l);
+  if (c.post_norms) {
+    l.post_attn_norm = load.vector(p + "post_attention_norm.weight", d);
+    l.post_ffn_norm = load.vector(p + "post_ffw_norm.weight", d);
+  }
+  if (load.has(p + "layer_output_scale.weight"))
+    l.output_scale = load.vector(p + "layer_output_scale.weight", 1)[0];
+}
+
 void load_weights(Model::Impl& m, const runtime::Architecture& arch) {
   const ModelConfig& c = m.config;
   TensorLoader load(m.file, m);
-  const size_t d = c.embedding, hd = c.head_dim, ff = c.feed_forward, q_width = size_t{c.heads} * hd,
-               kv_width = size_t{c.kv_heads} * hd;
+  const size_t d = c.embedding;
   const GgufTensorInfo& embd = m.file.tensor("token_embd.weight");
   if (embd.dims.size() != 2 || embd.dims[0] != d) {
-    throw FormatError("tensor 'token_embd.weight' has shape " + dims_string(embd.dims) +
-                      "; expected [" + std::to_string(d) + ", vocab]");
-  }
-  if (load.has("blk.0.ffn_gate_inp.weight")) {
-    throw FormatError("tensor 'blk.0.ffn_gate_inp.weight' routes tokens to experts: a mixture-of-experts "
-                      "model, which the runtime does not run; expected dense feed-forward layers");
+    throw FormatError("tensor 'token_embd.weight' has shape " + dims_string(embd.dims) + "; expected [" +
+                      std::to_string(d) + ", vocab]");
   }
   m.config.vocab = static_cast<uint32_t>(embd.dims[1]);
   m.token_embd = load.matrix("token_embd.weight", c.vocab, d);
@@ -122,40 +179,20 @@ void load_weights(Model::Impl& m, const runtime::Architecture& arch) {
   m.config.tied_output = arch.tied_output || !load.has("output.weight");
   m.output = m.config.tied_output ? m.token_embd : load.matrix("output.weight", c.vocab, d);
   // Llama 3.1+ divides each RoPE frequency by a factor its converter stores (rope_freqs.weight);
-  // phi3's 128k models store one set for short contexts and one for long.
-  if (load.has("rope_freqs.weight")) m.config.rope.freq_factors = rope_factors(load, "rope_freqs.weight", c.rope.dims / 2);
+  // phi3's 128k models store one set for short contexts and one for long. gemma4's global layers
+  // alone use theirs (sliding_rope was set apart before), 1e30 leaving a pair unrotated.
+  if (load.has("rope_freqs.weight"))
+    m.config.rope.freq_factors = rope_factors(load, "rope_freqs.weight", c.rope.dims / 2);
   if (load.has("rope_factors_short.weight")) {
     m.config.rope.freq_factors = rope_factors(load, "rope_factors_short.weight", c.rope.dims / 2);
     m.rope_long_factors = rope_factors(load, "rope_factors_long.weight", c.rope.dims / 2);
     m.rope_original_context = runtime::MetadataReader(m.file, arch.name)
-                                  .count("rope.scaling.original_context_length", 1, int64_t{1} << 30, c.context_length);
+                                  .count("rope.scaling.original_context_length", 1, int64_t{1} << 30,
+                                         c.context_length);
   }
   m.layers.resize(c.layers);
-  for (uint32_t i = 0; i < c.layers; ++i) {
-    const std::string p = "blk." + std::to_string(i) + ".";
-    LayerWeights& l = m.layers[i];
-    l.attn_norm = load.vector(p + "attn_norm.weight", d);
-    load_attention(load, p, arch, d, q_width, kv_width, l, m.config.qkv_bias);
-    if (c.qk_norm) {
-      l.q_norm = load.vector(p + "attn_q_norm.weight", hd);
-      l.k_norm = load.vector(p + "attn_k_norm.weight", hd);
-    }
-    l.ffn_norm = load.vector(p + "ffn_norm.weight", d);
-    if (load.has(p + "ffn_gate.weight")) {
-      l.gate = load.matrix(p + "ffn_gate.weight", ff, d);
-      l.up = load.matrix(p + "ffn_up.weight", ff, d);
-    } else {
-      // Fused (phi3): ffn_up holds the gate's rows, then the up projection's.
-      const runtime::WeightMatrix gate_up = load.matrix(p + "ffn_up.weight", 2 * ff, d);
-      l.gate = gate_up.row_view(0, ff);
-      l.up = gate_up.row_view(ff, ff);
-    }
-    l.down = load.matrix(p + "ffn_down.weight", d, ff);
-    if (c.post_norms) {
-      l.post_attn_norm = load.vector(p + "post_attention_norm.weight", d);
-      l.post_ffn_norm = load.vector(p + "post_ffw_norm.weight", d);
-    }
-  }
+  for (uint32_t i = 0; i < c.layers; ++i) load_layer(load, m, arch, i);
+  if (c.per_layer_embedding > 0) load_per_layer_inputs(load, m);
 }
 
 }  // namespace

@@ -19,12 +19,13 @@ class CacheObserver;
 namespace veloxquant::runtime {
 
 // One sequence's share of a step: rows [first_row, first_row + n) are its next n tokens, at
-// positions [position, position + n), and `caches` its caches, one per layer.
+// positions [position, position + n), and `caches` its caches, one per layer that stores keys and
+// values (ModelConfig::cache_layers).
 struct ForwardSegment {
   KVCache* caches = nullptr;
   size_t first_row = 0, n = 0;
   int64_t position = 0;
-  // squeeze: filled with each layer's mean cosine between the hidden state before and after its
+  // squeeze: filled with each cache layer's mean cosine between the hidden state before and after its
   // attention block over the segment's rows; null when not measured.
   std::vector<double>* importance = nullptr;
 };

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <string>
+#include <tuple>
 
 #include "cache/eviction/squeeze_budgets.h"
 #include "runtime/model/model_impl.h"
@@ -68,7 +69,8 @@ struct Session::Impl {
   size_t context = 0;
   size_t position = 0;
   Spec spec;
-  std::vector<KVCache> caches;    // Device::Cpu: sequence b's layer l at b * layers + l
+  // Device::Cpu: sequence b's layer l at b * cache_layers + l (shared-KV layers have none)
+  std::vector<KVCache> caches;
   std::vector<RopeParams> ropes;  // per layer: the model's, a windowed layer's own, or phi3's long factors
   std::unique_ptr<runtime::DeviceForward> gpu;  // Device::Cuda: weights and caches on the GPU
   // A calibrated spec's artifact, read and checked against the model once for every layer.
@@ -99,6 +101,7 @@ struct Session::Impl {
     if (options.batch == 0) throw Error("session batch 0; expected at least 1 sequence");
     history.resize(options.batch);
     if (options.device == Device::Cuda) {
+      check_device_supports();
       gpu = runtime::make_device_forward(model, spec, ropes, context, kMicroBatch, options.batch,
                                          options.gpu_weights);
       return;
@@ -130,9 +133,9 @@ struct Session::Impl {
     std::vector<std::vector<CacheStream>> keys, values;  // the scratch caches holding just `seq`
     for (const KVCache& cache : sc.caches)
       keys.push_back(cache.key_streams()), values.push_back(cache.value_streams());
-    const size_t layers = caches.size(), heads = caches.front().kv_heads();
-    std::vector<std::vector<std::vector<float>>> peaks(
-        layers, std::vector<std::vector<float>>(heads, std::vector<float>(seq.size())));
+    const size_t layers = caches.size();
+    std::vector<std::vector<std::vector<float>>> peaks(layers);
+    for (size_t l = 0; l < layers; ++l) peaks[l].assign(caches[l].kv_heads(), std::vector<float>(seq.size()));
     for (size_t c0 = 0; c0 < seq.size(); c0 += chunk) {
       std::vector<int32_t> input = ask;
       input.insert(input.end(), seq.begin() + static_cast<std::ptrdiff_t>(c0),
@@ -141,7 +144,7 @@ struct Session::Impl {
       sc.step_all(input);
       for (size_t l = 0; l < layers; ++l) {
         const std::vector<std::vector<float>>& seen = sc.caches[l].attention_peaks();
-        for (size_t h = 0; h < heads; ++h)
+        for (size_t h = 0; h < peaks[l].size(); ++h)
           for (size_t t = 0; t < seq.size(); ++t)
             // A sliding-window layer keeps what its window sees: the newest tokens first.
             peaks[l][h][t] = windowed(l) ? static_cast<float>(t) : std::max(peaks[l][h][t], seen[h][t]);
@@ -157,27 +160,26 @@ struct Session::Impl {
       caches[l].set_reconstruction_scores(std::move(peaks[l]), std::move(budgets[l]));
   }
   bool windowed(size_t layer) const { return model.config().sliding(static_cast<uint32_t>(layer)); }
-  // KVzip's non-uniform budgets: the best budget x heads x layers scores of all heads of the
-  // full-attention layers together; each head keeps as many as it holds of them. Sliding-window
-  // layers keep the budget each.
+  // KVzip's non-uniform budgets: the best budget x heads scores of all heads of the full-attention
+  // layers together; each head keeps as many as it holds of them. Sliding-window layers keep the
+  // budget each.
   std::vector<std::vector<size_t>> pooled_budgets(
       const std::vector<std::vector<std::vector<float>>>& peaks) const {
-    const size_t layers = peaks.size(), heads = peaks.front().size(), budget = caches.front().budget();
-    std::vector<std::pair<float, size_t>> all;  // (score, layer * heads + head)
-    size_t pooled = 0;
+    const size_t layers = peaks.size(), budget = caches.front().budget();
+    std::vector<std::tuple<float, size_t, size_t>> all;  // (score, layer, head)
+    size_t pooled_heads = 0;
     for (size_t l = 0; l < layers; ++l) {
       if (windowed(l)) continue;
-      ++pooled;
-      for (size_t h = 0; h < heads; ++h)
-        for (const float p : peaks[l][h]) all.emplace_back(p, l * heads + h);
+      pooled_heads += peaks[l].size();
+      for (size_t h = 0; h < peaks[l].size(); ++h)
+        for (const float p : peaks[l][h]) all.emplace_back(p, l, h);
     }
-    const size_t keep = std::min(all.size(), budget * heads * pooled);
+    const size_t keep = std::min(all.size(), budget * pooled_heads);
     std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(keep), all.end(),
                       std::greater<>());
-    std::vector<std::vector<size_t>> budgets(layers, std::vector<size_t>(heads, 0));
-    for (size_t l = 0; l < layers; ++l)
-      if (windowed(l)) budgets[l].assign(heads, budget);
-    for (size_t i = 0; i < keep; ++i) ++budgets[all[i].second / heads][all[i].second % heads];
+    std::vector<std::vector<size_t>> budgets(layers);
+    for (size_t l = 0; l < layers; ++l) budgets[l].assign(peaks[l].size(), windowed(l) ? budget : 0);
+    for (size_t i = 0; i < keep; ++i) ++budgets[std::get<1>(all[i])][std::get<2>(all[i])];
     return budgets;
   }
   // The tokens of a batch-1 session in micro-batches, no logits.
@@ -206,18 +208,42 @@ struct Session::Impl {
   void make_caches() {
     const ModelConfig& c = model.config();
     caches.clear();
-    std::vector<LayerShape> shapes(c.layers, LayerShape{c.kv_heads, c.head_dim, 0, 0});
-    for (uint32_t l = 0; l < c.layers; ++l) {
+    std::vector<LayerShape> shapes = cache_shapes(c);
+    for (size_t l = 0; l < shapes.size(); ++l) {
       shapes[l].calibration = calibration;
       shapes[l].rope = ropes[l];
-      shapes[l].window = c.sliding(l) ? c.sliding_window : 0;
-      shapes[l].softcap = c.attention_softcap;
     }
+    if (spec.method->cross_layer()) check_cross_layer_shapes(shapes);
     for (size_t b = 0; b < options.batch; ++b)  // each sequence its own caches, layer by layer
       for (KVCache& cache : make_layer_caches(spec, shapes)) caches.push_back(std::move(cache));
     importance.assign(caches.front().wants_layer_importance() ? options.batch : 0,
-                      std::vector<double>(c.layers));
+                      std::vector<double>(c.cache_layers()));
     importance_set = false;
+  }
+  // A cross-layer method pairs layers that share one head shape.
+  void check_cross_layer_shapes(const std::vector<LayerShape>& shapes) const {
+    const ModelConfig& c = model.config();
+    for (size_t l = 1; l < shapes.size(); ++l) {
+      if (shapes[l].kv_heads != shapes[0].kv_heads || shapes[l].head_dim != shapes[0].head_dim) {
+        throw Error(
+            fmt::format("'{}' pairs layers across the model, and {} model '{}' has layers of different "
+                        "shapes: layer {} has {} KV heads of {}, layer 0 {} of {}; expected one shape "
+                        "for every layer (use a per-layer method)",
+                        spec.to_string(), c.architecture, c.name, l, shapes[l].kv_heads, shapes[l].head_dim,
+                        shapes[0].kv_heads, shapes[0].head_dim));
+      }
+    }
+  }
+  // What the CUDA runtime does not run: layers of different shapes or without their own caches,
+  // and gemma4's value norm and per-layer inputs.
+  void check_device_supports() const {
+    const ModelConfig& c = model.config();
+    if (c.uniform_layers() && !c.value_norm && c.per_layer_embedding == 0) return;
+    throw Error(fmt::format(
+        "device cuda: {} model '{}' has per-layer head sizes, KV heads or feed-forward "
+        "widths, shared-KV layers, value norms or per-layer inputs, which the CUDA runtime "
+        "does not run; expected a model with one shape for all {} layers (run it with device cpu)",
+        c.architecture, c.name, c.layers));
   }
 
   // Runs n tokens of each sequence (tokens [batch, n]); writes the logits of tokens
@@ -226,7 +252,8 @@ struct Session::Impl {
     if (gpu) {
       gpu->step(tokens, n, first_logit, logits);
       position += n;
-      for (size_t b = 0; b < history.size(); ++b) history[b].insert(history[b].end(), tokens + b * n, tokens + (b + 1) * n);
+      for (size_t b = 0; b < history.size(); ++b)
+        history[b].insert(history[b].end(), tokens + b * n, tokens + (b + 1) * n);
       return;
     }
     const size_t batch = options.batch;
@@ -241,7 +268,7 @@ struct Session::Impl {
 
   // Sequence b's share of a CPU step: n tokens at rows [first_row, first_row + n).
   runtime::ForwardSegment segment(size_t b, size_t first_row, size_t n) {
-    const size_t layers = model.config().layers;
+    const size_t layers = model.config().cache_layers();
     return {&caches[b * layers], first_row, n, static_cast<int64_t>(position),
             importance.empty() || importance_set ? nullptr : &importance[b]};
   }
@@ -249,7 +276,7 @@ struct Session::Impl {
   // After sequence b's tokens of a CPU step: squeeze's budgets once measured, the caches' end of
   // step, the history. The last sequence of the step advances the position.
   void finish_step(size_t b, std::span<const int32_t> tokens) {
-    const size_t layers = model.config().layers;
+    const size_t layers = model.config().cache_layers();
     KVCache* own = &caches[b * layers];
     if (!importance.empty() && !importance_set) {
       const std::vector<size_t> budgets = squeeze_budgets(importance[b], own->budget(),
@@ -283,13 +310,14 @@ std::vector<float> Session::eval_batch(std::span<const int32_t> tokens, Logits w
   if (tokens.empty()) throw Error("eval got no tokens; expected at least 1");
   if (tokens.size() % batch != 0) {
     throw Error("eval_batch got " + std::to_string(tokens.size()) + " tokens for " + std::to_string(batch) +
-                " sequences; expected the same number for each (a multiple of " + std::to_string(batch) + ")");
+                " sequences; expected the same number for each (a multiple of " + std::to_string(batch) +
+                ")");
   }
   check_token_ids(tokens, vocab);
   const size_t n = tokens.size() / batch, used = s.context - room();
   if (n > room()) {
-    throw Error("the context holds " + std::to_string(s.context) + " tokens; " +
-                std::to_string(used) + " are used and " + std::to_string(n) + " more do not fit");
+    throw Error("the context holds " + std::to_string(s.context) + " tokens; " + std::to_string(used) +
+                " are used and " + std::to_string(n) + " more do not fit");
   }
   const size_t rows = which == Logits::All ? n : which == Logits::Last ? 1 : 0;
   std::vector<float> logits(batch * rows * vocab);
@@ -401,10 +429,11 @@ int32_t Session::sample(Sampler& sampler) { return sample_batch(std::span(&sampl
 std::vector<int32_t> Session::sample_batch(std::span<Sampler> samplers) {
   Impl& s = *impl_;
   if (samplers.size() != s.options.batch) {
-    throw Error("sample got " + std::to_string(samplers.size()) + " samplers for " + std::to_string(s.options.batch) +
-                " sequences; expected one per sequence");
+    throw Error("sample got " + std::to_string(samplers.size()) + " samplers for " +
+                std::to_string(s.options.batch) + " sequences; expected one per sequence");
   }
-  if (!s.logits_kept) throw Error("sample: the last eval kept no logits; expected eval with Logits::Sample first");
+  if (!s.logits_kept)
+    throw Error("sample: the last eval kept no logits; expected eval with Logits::Sample first");
   if (!s.gpu) {
     const size_t vocab = s.model.config().vocab;
     std::vector<int32_t> picked;
@@ -469,7 +498,9 @@ size_t Session::kv_fp16_bytes() const {
   const Impl& s = *impl_;
   if (s.gpu) {
     const ModelConfig& c = s.model.config();
-    return size_t{2} * 2 * s.position * s.options.batch * c.layers * c.kv_heads * c.head_dim;
+    size_t row = 0;  // one token's keys of every cache layer
+    for (uint32_t l = 0; l < c.cache_layers(); ++l) row += size_t{c.kv_heads_of(l)} * c.head_dim_of(l);
+    return size_t{2} * 2 * s.position * s.options.batch * row;
   }
   size_t b = 0;
   for (const KVCache& c : s.caches) b += c.fp16_bytes();
@@ -493,7 +524,8 @@ void Session::set_observer(CacheObserver* observer) {
   if (observer && (!c.sliding_layers.empty() || c.attention_softcap != 0.0f || c.attention_scale != 0.0f ||
                    c.attention_temperature_scale != 0.0f)) {
     // Its exact reference is plain softmax attention over every token with the model's one RoPE.
-    throw Error("set_observer: " + c.architecture + " attends with sliding windows, soft-capping or its own query "
+    throw Error("set_observer: " + c.architecture +
+                " attends with sliding windows, soft-capping or its own query "
                 "scale, which the observer's exact attention does not model; expected a model without them");
   }
   if (observer && impl_->position > 0) {
@@ -506,7 +538,8 @@ void Session::set_observer(CacheObserver* observer) {
 std::span<const int32_t> Session::tokens(size_t sequence) const {
   if (sequence >= impl_->history.size()) {
     throw Error("tokens of sequence " + std::to_string(sequence) + "; the session decodes " +
-                std::to_string(impl_->history.size()) + " (0.." + std::to_string(impl_->history.size() - 1) + ")");
+                std::to_string(impl_->history.size()) + " (0.." + std::to_string(impl_->history.size() - 1) +
+                ")");
   }
   return impl_->history[sequence];
 }
@@ -523,8 +556,9 @@ void Session::restore(std::vector<int32_t> tokens, std::vector<KVCache> caches) 
   s.require_one_sequence("restore");
   const ModelConfig& c = s.model.config();
   const Spec& spec = s.spec;
-  if (caches.size() != c.layers) {
-    throw Error(fmt::format("restore got {} caches; expected one per layer ({})", caches.size(), c.layers));
+  if (caches.size() != c.cache_layers()) {
+    throw Error(fmt::format("restore got {} caches; expected one per layer that stores keys and values ({})",
+                            caches.size(), c.cache_layers()));
   }
   for (size_t l = 0; l < caches.size(); ++l) {
     const KVCache& cache = caches[l];
@@ -532,14 +566,14 @@ void Session::restore(std::vector<int32_t> tokens, std::vector<KVCache> caches) 
     if (!(cache.spec() == spec) || got.kv_heads != want.kv_heads || got.head_dim != want.head_dim ||
         got.layer != want.layer || got.seed != want.seed) {
       throw Error(fmt::format("restore: cache {} is '{}' for layer {} ({} KV heads x {}, seed {}); "
-                              "expected '{}' for layer {} ({} x {}, seed {})", l,
-                              cache.spec().to_string(), got.layer, got.kv_heads, got.head_dim,
-                              got.seed, spec.to_string(), want.layer, want.kv_heads, want.head_dim,
-                              want.seed));
+                              "expected '{}' for layer {} ({} x {}, seed {})",
+                              l, cache.spec().to_string(), got.layer, got.kv_heads, got.head_dim, got.seed,
+                              spec.to_string(), want.layer, want.kv_heads, want.head_dim, want.seed));
     }
     if (cache.tokens() != tokens.size()) {
       throw Error(fmt::format("restore: layer {}'s cache holds {} tokens; expected {}, one per "
-                              "token of the history", l, cache.tokens(), tokens.size()));
+                              "token of the history",
+                              l, cache.tokens(), tokens.size()));
     }
   }
   if (tokens.size() > s.context) {

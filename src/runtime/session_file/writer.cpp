@@ -13,9 +13,7 @@
 #include "veloxquant/error.h"
 
 namespace veloxquant::session_file {
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 std::vector<MethodArtifact> artifacts_of(const KVCache& cache) {
   const CalibrationArtifact* a = cache.shape().calibration.get();
@@ -67,13 +65,22 @@ namespace veloxquant {
 void save_session(const Session& session, std::span<const float> last_logits, const std::string& path) {
   const ModelConfig& c = session.model().config();
   if (session.tokens().empty()) throw Error("save_session: the session holds no tokens; expected at least 1");
+  if (!c.uniform_layers()) {
+    throw Error(
+        fmt::format("save_session: {} model '{}' has layers of different shapes or shared-KV layers, "
+                    "and session files hold one KV-head shape for all {} layers; expected a model whose "
+                    "layers all have {} KV heads of {} and their own caches",
+                    c.architecture, c.name, c.layers, c.kv_heads, c.head_dim));
+  }
   if (last_logits.size() != c.vocab) {
     throw Error(fmt::format("save_session got {} logits; expected the vocab's {} (what eval returned "
-                            "for the last token)", last_logits.size(), c.vocab));
+                            "for the last token)",
+                            last_logits.size(), c.vocab));
   }
   const KVCache& first = session.caches().front();
   if (first.evicts()) {
-    throw Error("save_session: '" + first.spec().to_string() + "' evicts tokens, and session files "
+    throw Error("save_session: '" + first.spec().to_string() +
+                "' evicts tokens, and session files "
                 "do not hold an eviction policy's state (token scores, sinks); expected a spec "
                 "without a policy");
   }
@@ -81,14 +88,16 @@ void save_session(const Session& session, std::span<const float> last_logits, co
     if (cache.stored_tokens(0) < cache.tokens()) {
       throw Error(fmt::format("save_session: layer {} attends through a sliding window of {} tokens and has "
                               "dropped {} of its {} tokens, and session files hold every token; expected a "
-                              "prompt within the window", cache.shape().layer, cache.shape().window,
+                              "prompt within the window",
+                              cache.shape().layer, cache.shape().window,
                               cache.tokens() - cache.stored_tokens(0), cache.tokens()));
     }
   }
   const ModelIdentity model = model_identity(session.model());
   const std::vector<MethodArtifact> artifacts = session_file::artifacts_of(first);
-  session_file::write_session(path, {model, first.spec().to_string(), first.shape().seed,
-                                     session.tokens(), last_logits, artifacts}, session.caches());
+  session_file::write_session(
+      path, {model, first.spec().to_string(), first.shape().seed, session.tokens(), last_logits, artifacts},
+      session.caches());
 }
 
 }  // namespace veloxquant
