@@ -13,7 +13,10 @@ Q6_K, Q8_0, Q4_0 and IQ4_NL. On every file, with a fixed 64-token prompt:
     of positions whose argmax agrees;
   - greedy: llama.cpp decodes 16 tokens; ours must pick the same ones on the same prefix;
   - perplexity (the f16 file): llama-perplexity against `veloxquant perplexity`, 4 chunks of 128
-    tokens of WikiText-2.
+    tokens of WikiText-2;
+  - speed: llama-bench and veloxquant_bench_runtime on the same file, same threads (2), f16 KV
+    cache: pp64 (one 64-token batch) and tg32 (32 single-token steps), medians of 3 repetitions,
+    each engine's calls one after the other.
 Writes bench/results/llamacpp_models.{json,md}.
 
 Then the goldens: the small fixtures CI writes itself (the fixture writer's own vocabulary; f32,
@@ -41,7 +44,11 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+from runtime_report import parse  # noqa: E402
+
 TOOLS = ROOT / "build" / "tools" / "dev"
+BENCH = ROOT / "build" / "bench" / "veloxquant_bench_runtime"
 CLI = ROOT / "build" / "veloxquant"
 VOCAB = ROOT / ".cache" / "llama-vocab"
 WIKI = ROOT.parent / "shared" / "corpus" / "wikitext-2-raw" / "wiki.test.raw"
@@ -82,7 +89,7 @@ def build_llama(work: Path, build: str) -> dict[str, Path]:
         run(["bash", ROOT / "bench" / "llamacpp" / "build_llama_bench.sh"],
             env={**os.environ, "WORK": str(work)})
     out = work / build
-    run(["cmake", "--build", out, "--target", "llama-quantize", "llama-perplexity", "-j", "2"])
+    run(["cmake", "--build", out, "--target", "llama-quantize", "llama-perplexity", "llama-bench", "-j", "2"])
     src = next(work.glob("llama_cpp_python-*/vendor/llama.cpp"))
     tool = out / "bin" / "llama_logits"
     libs = [out / "src" / "libllama.a"] + [out / "ggml" / "src" / f"lib{n}.a"
@@ -91,7 +98,8 @@ def build_llama(work: Path, build: str) -> dict[str, Path]:
          ROOT / "bench" / "llamacpp" / "llama_logits.cpp", *libs, "-fopenmp", "-lpthread", "-ldl", "-o",
          tool])
     bins = out / "bin"
-    return {"logits": tool, "quantize": bins / "llama-quantize", "perplexity": bins / "llama-perplexity"}
+    return {"logits": tool, "quantize": bins / "llama-quantize", "perplexity": bins / "llama-perplexity",
+            "bench": bins / "llama-bench"}
 
 
 def write_fixture(path: Path, arch: str, type_: str, shape: tuple | None = None, vocab: str | None = None):
@@ -124,6 +132,20 @@ def perplexities(llama, path: Path) -> tuple[float, float]:
     return ours["perplexity"], theirs
 
 
+def speeds(llama, path: Path) -> dict:
+    """Tokens/s of both engines on the file, pp64 and tg32: medians, and ours over llama.cpp's."""
+    common = ["-m", path, "-p", 64, "-n", 32, "-t", 2, "-r", 3]
+    runs = {"ours": (BENCH, ["--kv", "fp16"]),
+            "llama": (llama["bench"], ["-ctk", "f16", "-ctv", "f16", "-o", "jsonl"])}
+    out = {}
+    for engine, (tool, extra) in runs.items():
+        for rec in parse(engine, run([tool, *common, *extra]).stdout):
+            out[f"{rec['test']}_{engine}"] = float(np.median(rec["samples_ts"]))
+    for test in ("pp64", "tg32"):
+        out[f"{test}_ratio"] = out[f"{test}_ours"] / out[f"{test}_llama"]
+    return out
+
+
 def compare(theirs: np.ndarray, ours: np.ndarray) -> dict:
     return {"max_rel_diff": float(np.abs(ours - theirs).max() / np.abs(theirs).max()),
             "argmax_agree": float((ours.argmax(1) == theirs.argmax(1)).mean())}
@@ -145,6 +167,7 @@ def model_rows(llama, tmp: Path) -> list[dict]:
                    "width": width, "vocab": vocab, "type": type_, "file_bytes": path.stat().st_size,
                    **compare(theirs, ours[: len(PROMPT)]),
                    "greedy_equal": bool(list(ours[len(PROMPT) - 1 : -1].argmax(1)) == cont)}
+            row.update(speeds(llama, path))
             if type_ == "F16":
                 row["ppl_ours"], row["ppl_llama"] = perplexities(llama, path)
             rows.append(row)
@@ -177,16 +200,21 @@ def markdown(rows: list[dict], meta: dict) -> str:
              "Logits of a fixed 64-token prompt (llama.cpp with its f16 KV cache, ours with the fp16 "
              f"cache); greedy: the same {GREEDY} tokens after it; perplexity: 4 chunks of 128 tokens of "
              "WikiText-2.", "",
+             "Tokens/s: both engines on the file, 2 threads, f16 KV cache, medians of 3; ours / llama.cpp's "
+             "(llama-bench) for a 64-token prompt batch (pp64) and 32 single-token steps (tg32).", "",
              "| arch | layout of | heads / kv / head_dim, width | vocab | type | max rel. logit diff | "
-             "argmax agree | greedy equal | ppl ours / llama.cpp |",
-             "| --- | --- | --- | --- | --- | ---: | ---: | --- | --- |"]
+             "argmax agree | greedy equal | ppl ours / llama.cpp | pp64 ours / llama.cpp | "
+             "tg32 ours / llama.cpp |",
+             "| --- | --- | --- | --- | --- | ---: | ---: | --- | --- | ---: | ---: |"]
     for r in rows:
         ppl = f"{r['ppl_ours']:.4f} / {r['ppl_llama']:.4f}" if "ppl_ours" in r else ""
         lines.append(f"| {r['arch']} | {r['layout_of']} | "
                      f"{r['heads']} / {r['kv_heads']} / {r['head_dim']}, {r['width']} "
                      f"| {r['vocab']} | {r['type']} | {r['max_rel_diff']:.2e} | "
                      f"{100 * r['argmax_agree']:.0f} % "
-                     f"| {'yes' if r['greedy_equal'] else 'NO'} | {ppl} |")
+                     f"| {'yes' if r['greedy_equal'] else 'NO'} | {ppl} "
+                     f"| {r['pp64_ours']:,.0f} / {r['pp64_llama']:,.0f} = {r['pp64_ratio']:.2f} "
+                     f"| {r['tg32_ours']:,.0f} / {r['tg32_llama']:,.0f} = {r['tg32_ratio']:.2f} |")
     return "\n".join(lines) + "\n"
 
 

@@ -4,10 +4,10 @@ llamacpp_goldens.json: per position, llama.cpp's 8 highest logits and their ids)
 are written again here by the same writer; their sha256 must be the one llama.cpp read.
 
 Both round the KV cache to 16-bit floats but compute in a different order. On f32 weights they
-differ by float32 rounding carried through two layers: measured (2026-12-02) 4.8e-4 .. 1.0e-3 of
-the largest logit over the 7 architectures. On quantized weights llama.cpp also rounds the
-activations to 8 bits per block (Q8_0) for its integer dot products, which the runtime does not
-(it keeps them in f32): 8.4e-3 .. 2.2e-2. The bounds leave 2-5x; a real difference in the graph
+differ by float32 rounding carried through two layers: measured (2026-12-06) 4.8e-4 .. 1.03e-3 of
+the largest logit over the 8 architectures. On quantized weights both round the activations to
+8 bits for their integer dot products, llama.cpp per 32 values with an fp16 scale (Q8_0), the
+runtime per 32 with an f32 scale: 9.0e-3 .. 2.5e-2. The bounds leave 2-5x; a real difference in the graph
 (a norm, a cap, a window, the RoPE pairs) costs 0.1 or more (docs/runtime.md)."""
 
 import hashlib

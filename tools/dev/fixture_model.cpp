@@ -120,13 +120,14 @@ constexpr ArchLayout kLayouts[] = {
 // gemma4's layer plan, as Gemma 4 E2B lays its layers out, cut to the fixture's count: windowed
 // layers with heads of head_dim, global ones with heads twice as wide (256 / 512 at E2B's size)
 // and no attn_v (values from the key projection); from 5 layers on, the last 2 share the caches
-// of the last windowed and global cache layers; per-layer inputs of head_dim each.
+// of the last windowed and global cache layers; per-layer inputs of head_dim each, at least 32
+// (a whole Q8_0 / Q4_0 block per row).
 struct Gemma4Layers {
   uint32_t shared = 0, full_head_dim = 0, per_layer = 0;
   std::vector<bool> sliding;
 
   Gemma4Layers(uint32_t layers, uint32_t head_dim)
-      : shared(layers >= 5 ? 2 : 0), full_head_dim(2 * head_dim), per_layer(head_dim) {
+      : shared(layers >= 5 ? 2 : 0), full_head_dim(2 * head_dim), per_layer(std::max(head_dim, 32u)) {
     const uint32_t cache_layers = layers - shared;
     for (uint32_t l = 0; l < layers; ++l) {
       const bool global = l < cache_layers ? l % 3 == 2 || l + 1 == cache_layers
