@@ -9,35 +9,29 @@
 
 #include "calibrated_specs.h"
 #include "dev/fixture_model.h"
+#include "fixture_inputs.h"
 #include "veloxquant/model.h"
 #include "veloxquant/observer.h"
 
 namespace veloxquant {
 namespace {
 
+using test::all_finite;
+using test::some_tokens;
+
 constexpr const char* kArchs[] = {"qwen3", "phi3", "mistral3", "gemma2", "gemma3"};
 
 // A real head size (64), grouped-query attention, two layers: gemma's first is windowed (8 tokens).
 Model fixture(const std::string& arch) {
-  const dev::Fixture f = dev::make_fixture(
-      {.arch = arch, .seed = 3, .shape = {.width = 128, .heads = 4, .kv_heads = 2, .head_dim = 64, .ffn = 128,
-                                          .layers = 2, .context = 1024}});
-  GgufWriter w;
-  for (const auto& [key, value] : f.metadata) w.add_metadata(key, value);
-  for (const auto& t : f.tensors) w.add_tensor(t.name, t.type, t.dims, t.data);
-  return Model::from_gguf(GgufFile::parse(w.to_bytes()));
-}
-
-std::vector<int32_t> some_tokens(const Model& m, size_t n) {
-  std::vector<int32_t> t(n);
-  for (size_t i = 0; i < n; ++i) t[i] = static_cast<int32_t>((i * 37 + 11) % m.config().vocab);
-  return t;
-}
-
-bool all_finite(const std::vector<float>& x) {
-  for (float v : x)
-    if (!std::isfinite(v)) return false;
-  return true;
+  return test::model_of(dev::make_fixture({.arch = arch,
+                                           .seed = 3,
+                                           .shape = {.width = 128,
+                                                     .heads = 4,
+                                                     .kv_heads = 2,
+                                                     .head_dim = 64,
+                                                     .ffn = 128,
+                                                     .layers = 2,
+                                                     .context = 1024}}));
 }
 
 TEST(Architectures, EveryCacheMethodRunsOnEveryArchitecture) {
@@ -103,18 +97,8 @@ TEST(Architectures, ASlidingWindowBoundsWhatTheCacheKeeps) {
 TEST(Architectures, DroppingOutsideTheWindowLeavesTheLogitsAlone) {
   const Model model = fixture("gemma2");
   const std::vector<int32_t> tokens = some_tokens(model, 48);
-  const size_t vocab = model.config().vocab;
   Session whole(model, {.kv_spec = "fp16"}), stepped(model, {.kv_spec = "fp16"});
-  const std::vector<float> all = whole.eval(tokens, Logits::All);
-  double worst = 0, scale = 0;
-  for (size_t t = 0; t < tokens.size(); ++t) {
-    const std::vector<float> one = stepped.eval(std::vector<int32_t>{tokens[t]}, Logits::Last);
-    for (size_t i = 0; i < vocab; ++i) {
-      worst = std::max(worst, static_cast<double>(std::abs(one[i] - all[t * vocab + i])));
-      scale = std::max(scale, static_cast<double>(std::abs(all[t * vocab + i])));
-    }
-  }
-  EXPECT_LT(worst / scale, 1e-4);
+  EXPECT_LT(test::stepped_vs_whole(whole, stepped, tokens), 1e-4);
   EXPECT_LE(stepped.caches()[0].stored_tokens(0), 8u);
   EXPECT_LE(whole.caches()[0].stored_tokens(0), 8u);  // dropped at the end of its one step
 }

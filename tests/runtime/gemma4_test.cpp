@@ -11,11 +11,15 @@
 
 #include "calibrated_specs.h"
 #include "dev/fixture_model.h"
+#include "fixture_inputs.h"
 #include "veloxquant/model.h"
 #include "veloxquant/session_file.h"
 
 namespace veloxquant {
 namespace {
+
+using test::all_finite;
+using test::some_tokens;
 
 // Five layers: windowed 0, 1 and 3 (heads of 64, an 8-token window), global 2 and 4 (heads of
 // 128, no attn_v); 3 and 4 share the caches of 1 and 2.
@@ -32,18 +36,11 @@ dev::Fixture fixture_parts(GgmlType type = GgmlType::F32) {
                                       .context = 1024}});
 }
 
-Model load(const dev::Fixture& f) {
-  GgufWriter w;
-  for (const auto& [key, value] : f.metadata) w.add_metadata(key, value);
-  for (const auto& t : f.tensors) w.add_tensor(t.name, t.type, t.dims, t.data);
-  return Model::from_gguf(GgufFile::parse(w.to_bytes()));
-}
-
 // The fixture with `change` applied to its parts first.
 Model load_changed(const std::function<void(dev::Fixture&)>& change) {
   dev::Fixture f = fixture_parts();
   change(f);
-  return load(f);
+  return test::model_of(f);
 }
 
 GgufValue& meta(dev::Fixture& f, const std::string& key) {
@@ -61,20 +58,8 @@ void expect_format_error(const std::function<void(dev::Fixture&)>& change, const
   }
 }
 
-std::vector<int32_t> some_tokens(const Model& m, size_t n) {
-  std::vector<int32_t> t(n);
-  for (size_t i = 0; i < n; ++i) t[i] = static_cast<int32_t>((i * 37 + 11) % m.config().vocab);
-  return t;
-}
-
-bool all_finite(const std::vector<float>& x) {
-  for (float v : x)
-    if (!std::isfinite(v)) return false;
-  return true;
-}
-
 TEST(Gemma4, ReadsEachLayersShape) {
-  const ModelConfig c = load(fixture_parts()).config();
+  const ModelConfig c = test::model_of(fixture_parts()).config();
   EXPECT_EQ(c.architecture, "gemma4");
   EXPECT_EQ(c.sliding_layers, (std::vector<bool>{true, true, false, true, false}));
   EXPECT_EQ(c.layer_head_dim, (std::vector<uint32_t>{64, 64, 128, 64, 128}));
@@ -107,7 +92,7 @@ TEST(Gemma4, ReadsEachLayersShape) {
 }
 
 TEST(Gemma4, SharedKvLayersStoreNoCache) {
-  const Model model = load(fixture_parts());
+  const Model model = test::model_of(fixture_parts());
   Session s(model, {.kv_spec = "fp16"});
   s.eval(some_tokens(model, 20), Logits::Last);
   ASSERT_EQ(s.caches().size(), 3u);
@@ -120,26 +105,16 @@ TEST(Gemma4, SharedKvLayersStoreNoCache) {
 // Prefill and decode reach the same logits (the caches of shared layers are read, not written,
 // so a second append would show here as a position mismatch).
 TEST(Gemma4, DecodeMatchesPrefill) {
-  const Model model = load(fixture_parts());
+  const Model model = test::model_of(fixture_parts());
   const std::vector<int32_t> tokens = some_tokens(model, 24);
-  const size_t vocab = model.config().vocab;
   Session whole(model, {.kv_spec = "fp16"}), stepped(model, {.kv_spec = "fp16"});
-  const std::vector<float> all = whole.eval(tokens, Logits::All);
-  double worst = 0, scale = 0;
-  for (size_t t = 0; t < tokens.size(); ++t) {
-    const std::vector<float> one = stepped.eval(std::vector<int32_t>{tokens[t]}, Logits::Last);
-    for (size_t i = 0; i < vocab; ++i) {
-      worst = std::max(worst, static_cast<double>(std::abs(one[i] - all[t * vocab + i])));
-      scale = std::max(scale, static_cast<double>(std::abs(all[t * vocab + i])));
-    }
-  }
-  EXPECT_LT(worst / scale, 1e-4);
+  EXPECT_LT(test::stepped_vs_whole(whole, stepped, tokens), 1e-4);
 }
 
 // Every per-layer method runs; cross-layer methods (pairs of layers of one shape) and calibrated
 // ones (an artifact of one shape) are refused with the model and the shapes named.
 TEST(Gemma4, EveryCacheMethodRunsOrIsRefused) {
-  const Model model = load(fixture_parts());
+  const Model model = test::model_of(fixture_parts());
   const std::vector<int32_t> prompt = some_tokens(model, 72);
   std::vector<std::string> specs;
   for (const MethodInfo& m : registered_methods()) {
@@ -170,7 +145,7 @@ TEST(Gemma4, EveryCacheMethodRunsOrIsRefused) {
 }
 
 TEST(Gemma4, RefusesWhatNeedsOneShapeForEveryLayer) {
-  const Model model = load(fixture_parts());
+  const Model model = test::model_of(fixture_parts());
   Session s(model, {.kv_spec = "fp16"});
   const std::vector<float> logits = s.eval(some_tokens(model, 4), Logits::Last);
   EXPECT_THROW(save_session(s, logits, ::testing::TempDir() + "gemma4.vqs"), Error);

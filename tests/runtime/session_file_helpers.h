@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "dev/fixture_model.h"
+#include "fixture_inputs.h"
 #include "model_files.h"
 #include "veloxquant/model.h"
 #include "veloxquant/session_file.h"
@@ -24,11 +25,7 @@ inline const Model& stories_model() {
 }
 
 inline Model fixture_model(const std::string& arch, uint64_t seed) {
-  const dev::Fixture f = dev::make_fixture({.arch = arch, .seed = seed});
-  GgufWriter w;
-  for (const auto& [key, value] : f.metadata) w.add_metadata(key, value);
-  for (const auto& t : f.tensors) w.add_tensor(t.name, t.type, t.dims, t.data);
-  return Model::from_gguf(GgufFile::parse(w.to_bytes()));
+  return model_of(dev::make_fixture({.arch = arch, .seed = seed}));
 }
 
 inline int32_t argmax(const std::vector<float>& x) {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "runtime/model/uniform_layers.h"
 #include "veloxquant/error.h"
 #include "veloxquant/model.h"
 #include "veloxquant/session_file.h"
@@ -37,13 +38,8 @@ CalibrationArtifact calibrate(const Model& model, std::span<const int32_t> token
                               const CalibrateOptions& o) {
   require_fit(spec);
   const ModelConfig& c = model.config();
-  if (!c.uniform_layers()) {
-    throw Error(
-        fmt::format("calibrate: {} model '{}' has layers of different shapes or shared-KV layers, and "
-                    "a calibration artifact holds one KV-head shape for all {} layers; expected a model "
-                    "whose layers all have {} KV heads of {} and their own caches",
-                    c.architecture, c.name, c.layers, c.kv_heads, c.head_dim));
-  }
+  runtime::require_uniform_layers(c, "calibrate",
+                                  "a calibration artifact holds one KV-head shape for all layers");
   const size_t ctx = o.context;
   if (ctx < 2) throw Error(fmt::format("calibration context {} is too small; expected >= 2", ctx));
   const Tokenizer& tok = model.tokenizer();

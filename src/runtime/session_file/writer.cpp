@@ -7,6 +7,7 @@
 
 #include "core/xxhash64.h"
 #include "file_io/atomic_file.h"
+#include "runtime/model/uniform_layers.h"
 #include "runtime/session_file/format.h"
 #include "runtime/session_file/sections.h"
 #include "veloxquant/calibration.h"
@@ -65,13 +66,7 @@ namespace veloxquant {
 void save_session(const Session& session, std::span<const float> last_logits, const std::string& path) {
   const ModelConfig& c = session.model().config();
   if (session.tokens().empty()) throw Error("save_session: the session holds no tokens; expected at least 1");
-  if (!c.uniform_layers()) {
-    throw Error(
-        fmt::format("save_session: {} model '{}' has layers of different shapes or shared-KV layers, "
-                    "and session files hold one KV-head shape for all {} layers; expected a model whose "
-                    "layers all have {} KV heads of {} and their own caches",
-                    c.architecture, c.name, c.layers, c.kv_heads, c.head_dim));
-  }
+  runtime::require_uniform_layers(c, "save_session", "session files hold one KV-head shape for all layers");
   if (last_logits.size() != c.vocab) {
     throw Error(fmt::format("save_session got {} logits; expected the vocab's {} (what eval returned "
                             "for the last token)",
