@@ -28,8 +28,8 @@ inline float f16_at(const uint8_t* p) {
 }
 
 // The 16 signed levels of IQ4_NL and IQ4_XS (kvalues_iq4nl), plus 128: their codes.
-inline constexpr uint8_t kIq4Codes[16] = {1,   24,  45,  63,  79,  93,  106, 118,
-                                          129, 141, 153, 166, 181, 197, 217, 241};
+alignas(16) inline constexpr uint8_t kIq4Codes[16] = {1,   24,  45,  63,  79,  93,  106, 118,
+                                                      129, 141, 153, 166, 181, 197, 217, 241};
 
 // Codes 0..15 from 16 bytes whose low nibbles are elements 0..15 and high nibbles 16..31.
 inline void split_nibbles(const uint8_t* qs, uint8_t* code) {

@@ -154,6 +154,13 @@ template <>
 struct VectorLoader<gguf::Q4_0Codes> : LegacyNibbleLoader<18, 2> {};
 template <>
 struct VectorLoader<gguf::Q5_0Codes> : LegacyNibbleLoader<22, 6> {};
+// IQ4_NL: Q4_0's blocks, each nibble an index into the 16 non-uniform levels (one byte shuffle).
+template <>
+struct VectorLoader<gguf::IQ4_NLCodes> : LegacyNibbleLoader<18, 2> {
+  VU8 chunk(size_t c) const {
+    return hn::TableLookupBytes(hn::LoadDup128(DU8(), gguf::kIq4Codes), LegacyNibbleLoader<18, 2>::chunk(c));
+  }
+};
 
 // Q4_K and Q5_K: chunk c is the low then the high nibbles of bytes 32c .. 32c + 31; Q5_K's fifth
 // bit of element 32k + i is bit k of qh[i].
