@@ -212,7 +212,8 @@ struct Q6_KCodes : BlockLayout<256, 210, 16, 32, false> {
 // IQ4_XS: d, 16 bits of scale high parts (2 per sub-block), 4 bytes of scale low nibbles, then 8
 // sub-blocks of 32 laid out as IQ4_NL blocks; scales are six-bit, offset by 32.
 struct IQ4_XSCodes : BlockLayout<256, 136, 32, 128, false> {
-  static void unpack(const uint8_t* b, uint8_t* code, float* scale, float*) {
+  // The 8 sub-blocks' scales.
+  static void scales(const uint8_t* b, float* scale) {
     const float d = f16_at(b);
     uint16_t scales_h;
     std::memcpy(&scales_h, b + 2, 2);
@@ -220,6 +221,11 @@ struct IQ4_XSCodes : BlockLayout<256, 136, 32, 128, false> {
       const int lo = (b[4 + j / 2] >> (j % 2 * 4)) & 0x0f;
       const int hi = (scales_h >> (2 * j)) & 3;
       scale[j] = d * static_cast<float>((lo | hi << 4) - 32);
+    }
+  }
+  static void unpack(const uint8_t* b, uint8_t* code, float* scale, float*) {
+    scales(b, scale);
+    for (int j = 0; j < 8; ++j) {
       for (int i = 0; i < 16; ++i) {
         code[j * 32 + i] = kIq4Codes[b[8 + j * 16 + i] & 0x0f];
         code[j * 32 + 16 + i] = kIq4Codes[b[8 + j * 16 + i] >> 4];

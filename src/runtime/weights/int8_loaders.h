@@ -154,11 +154,30 @@ template <>
 struct VectorLoader<gguf::Q4_0Codes> : LegacyNibbleLoader<18, 2> {};
 template <>
 struct VectorLoader<gguf::Q5_0Codes> : LegacyNibbleLoader<22, 6> {};
-// IQ4_NL: Q4_0's blocks, each nibble an index into the 16 non-uniform levels (one byte shuffle).
+// IQ4_NL and IQ4_XS: nibbles as indices into the 16 non-uniform levels, one byte shuffle.
+HWY_INLINE VU8 iq4_levels(VU8 nibbles) {
+  return hn::TableLookupBytes(hn::LoadDup128(DU8(), gguf::kIq4Codes), nibbles);
+}
+// IQ4_NL: Q4_0's blocks.
 template <>
 struct VectorLoader<gguf::IQ4_NLCodes> : LegacyNibbleLoader<18, 2> {
+  VU8 chunk(size_t c) const { return iq4_levels(LegacyNibbleLoader<18, 2>::chunk(c)); }
+};
+// IQ4_XS: one block per unit, 8 sub-blocks of 32 laid out as IQ4_NL's nibbles after 8 bytes of
+// scales.
+template <>
+struct VectorLoader<gguf::IQ4_XSCodes> {
+  const uint8_t* p = nullptr;
+  void load(const uint8_t* unit, size_t) { p = unit; }
+  void scales(VF& s, VF& o) const {
+    HWY_ALIGN float scale[hn::MaxLanes(DF())] = {};
+    gguf::IQ4_XSCodes::scales(p, scale);
+    s = hn::Load(DF(), scale);
+    o = hn::Zero(DF());
+  }
   VU8 chunk(size_t c) const {
-    return hn::TableLookupBytes(hn::LoadDup128(DU8(), gguf::kIq4Codes), LegacyNibbleLoader<18, 2>::chunk(c));
+    const uint8_t* q = p + 8 + 32 * c;
+    return iq4_levels(nibble_pair(q, q + 16));
   }
 };
 
