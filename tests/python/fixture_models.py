@@ -58,7 +58,10 @@ VARIANTS = [
     Variant(arch, t)
     for arch in NEW_ARCHS
     for t in ("f32", "q8_0")
-] + [Variant("qwen3", "f16", shape=(64, 4, 2, 32, 96, 2)), Variant("gemma3", "q4_0", rope_scale=ROPE_SCALE)] + [
+] + [
+    Variant("qwen3", "f16", shape=(64, 4, 2, 32, 96, 2)),
+    Variant("gemma3", "q4_0", rope_scale=ROPE_SCALE),
+] + [
     # Gemma 4 E2B's heads (8 query heads, 1 KV head of 256 windowed / 512 global, per-layer inputs
     # of 256) in a narrower model of 5 layers: windowed, global and shared-KV ones.
     Variant("gemma4", t, shape=(256, 8, 1, 256, 256, 5))

@@ -334,7 +334,7 @@ def load(path: str) -> Model:
                 k_norm=w.get(p + "attn_k_norm.weight"),
                 post_attn_norm=w.get(p + "post_attention_norm.weight"),
                 post_ffn_norm=w.get(p + "post_ffw_norm.weight"),
-                out_scale=float(w[p + "layer_output_scale.weight"][0]) if p + "layer_output_scale.weight" in w else 1.0,
+                out_scale=float(w.get(p + "layer_output_scale.weight", [1.0])[0]),
                 per_layer_gate=linear(p + "inp_gate.weight") if config.per_layer else None,
                 per_layer_proj=linear(p + "proj.weight") if config.per_layer else None,
                 per_layer_post_norm=w.get(p + "post_norm.weight"),
