@@ -17,9 +17,13 @@ ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 cmake -S bench/cuda -B build-h200 -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" >/dev/null
 cmake --build build-h200 -j "$(nproc)" >/dev/null
 # Skip the warm-up launches; profile one timed launch.
+# The stall reasons as warps stalled per issued instruction (what WarpStateStats' chart shows).
+stalls=$(printf 'smsp__average_warps_issue_stalled_%s_per_issue_active.ratio,' long_scoreboard short_scoreboard \
+  mio_throttle math_pipe_throttle wait barrier not_selected lg_throttle no_instruction dispatch_stall)
 "$ncu" --kernel-name "regex:$kernel" --launch-skip 12 --launch-count 1 \
   --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
   --section SchedulerStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+  --metrics "${stalls%,}" \
   build-h200/veloxquant_cuda_bench --out /dev/null --method "$method" --batch "$batch" --seq "$seq" \
   >"$out/profile-$method-$batch-$seq.txt" 2>&1
 grep -E "Duration|Throughput|Registers|Achieved Occupancy|Theoretical Occupancy|Block Limit|Stall|Issued Ipc|No Eligible|Waves" \
