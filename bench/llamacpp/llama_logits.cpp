@@ -1,10 +1,13 @@
 // llama_logits: llama.cpp's logits for a token list, the oracle the golden files are made from.
 // Built by bench/llamacpp/make_goldens.py against the llama.cpp it builds from the
 // llama-cpp-python sdist; not part of the project's build.
-//   llama_logits MODEL.gguf TOKENS OUT.npy [GREEDY]
+//   llama_logits MODEL.gguf TOKENS OUT.npy [GREEDY [FLASH]]
 // TOKENS is a comma-separated list of ids, all evaluated in one batch on the CPU (f16 KV cache,
 // llama.cpp's default); OUT gets every position's logits as a [n, vocab] float32 .npy. With
 // GREEDY > 0, that many tokens are then decoded one at a time by argmax and printed as ids.
+// FLASH: on (the default on the CPU) or off, llama.cpp's flash attention; the two round
+// differently (fp16 queries and an fp16 accumulator of values, or fp16 probabilities), which
+// shows how far llama.cpp's logits move between its own attention paths.
 #include <llama.h>
 
 #include <algorithm>
@@ -35,8 +38,9 @@ bool write_npy(const char* path, const std::vector<float>& data, size_t rows, si
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4 && argc != 5) {
-    std::fprintf(stderr, "usage: llama_logits MODEL.gguf TOKENS OUT.npy [GREEDY]\n");
+  const std::string flash = argc == 6 ? argv[5] : "on";
+  if (argc < 4 || argc > 6 || (flash != "on" && flash != "off")) {
+    std::fprintf(stderr, "usage: llama_logits MODEL.gguf TOKENS OUT.npy [GREEDY [on|off]]\n");
     return 2;
   }
   std::vector<llama_token> tokens;
@@ -58,7 +62,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   llama_context_params cp = llama_context_default_params();
-  const int greedy = argc == 5 ? std::atoi(argv[4]) : 0;
+  const int greedy = argc >= 5 ? std::atoi(argv[4]) : 0;
+  cp.flash_attn_type = flash == "on" ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
   cp.n_ctx = static_cast<uint32_t>(tokens.size() + static_cast<size_t>(std::max(greedy, 0)));
   cp.n_batch = cp.n_ubatch = static_cast<uint32_t>(tokens.size());
   cp.n_threads = cp.n_threads_batch = 2;

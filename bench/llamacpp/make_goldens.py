@@ -12,8 +12,11 @@ Q6_K, Q8_0, Q4_0 and IQ4_NL. On every file, with a fixed 64-token prompt:
     (veloxquant_dump_logits, fp16 cache): max |ours - llama.cpp| / max |llama.cpp| and the share
     of positions whose argmax agrees;
   - greedy: llama.cpp decodes 16 tokens; ours must pick the same ones on the same prefix;
-  - perplexity (the f16 file): llama-perplexity against `veloxquant perplexity`, 4 chunks of 128
-    tokens of WikiText-2;
+  - llama.cpp against itself: the same logits and greedy tokens with its flash attention off
+    (fp16 probabilities) against on (its CPU default: fp16 queries and an fp16 accumulator), how
+    far the reference moves between its own two attention paths;
+  - perplexity: llama-perplexity against `veloxquant perplexity`, 4 chunks of 128 tokens of
+    WikiText-2;
   - speed: llama-bench and veloxquant_bench_runtime on the same file, same threads (2), f16 KV
     cache: pp64 (one 64-token batch) and tg32 (32 single-token steps), medians of 3 repetitions,
     each engine's calls one after the other.
@@ -113,8 +116,9 @@ def write_fixture(path: Path, arch: str, type_: str, shape: tuple | None = None,
     run(cmd + [path])
 
 
-def llama_logits(llama, path: Path, tokens, out: Path, greedy: int = 0) -> tuple[np.ndarray, list[int]]:
-    r = run([llama["logits"], path, ",".join(map(str, tokens)), out, greedy])
+def llama_logits(llama, path: Path, tokens, out: Path, greedy: int = 0,
+                 flash: str = "on") -> tuple[np.ndarray, list[int]]:
+    r = run([llama["logits"], path, ",".join(map(str, tokens)), out, greedy, flash])
     cont = [int(t) for t in r.stdout.strip().split(",")] if greedy else []
     return np.load(out), cont
 
@@ -163,13 +167,17 @@ def model_rows(llama, tmp: Path) -> list[dict]:
         for type_, path in files.items():
             theirs, cont = llama_logits(llama, path, PROMPT, tmp / "ll.npy", GREEDY)
             ours = our_logits(path, PROMPT + cont, tmp / "vq.npy")
+            off, cont_off = llama_logits(llama, path, PROMPT, tmp / "off.npy", GREEDY, "off")
+            itself = compare(theirs, off)
             row = {"arch": arch, "layout_of": production, "heads": heads, "kv_heads": kv, "head_dim": hd,
                    "width": width, "vocab": vocab, "type": type_, "file_bytes": path.stat().st_size,
                    **compare(theirs, ours[: len(PROMPT)]),
-                   "greedy_equal": bool(list(ours[len(PROMPT) - 1 : -1].argmax(1)) == cont)}
+                   "greedy_equal": bool(list(ours[len(PROMPT) - 1 : -1].argmax(1)) == cont),
+                   "llama_fa_off_max_rel_diff": itself["max_rel_diff"],
+                   "llama_fa_off_argmax_agree": itself["argmax_agree"],
+                   "llama_fa_off_greedy_equal": cont_off == cont}
             row.update(speeds(llama, path))
-            if type_ == "F16":
-                row["ppl_ours"], row["ppl_llama"] = perplexities(llama, path)
+            row["ppl_ours"], row["ppl_llama"] = perplexities(llama, path)
             rows.append(row)
             print(json.dumps(row), flush=True)
             if path != base:
@@ -193,6 +201,21 @@ def goldens(llama, tmp: Path) -> list[dict]:
     return out
 
 
+def summary(rows: list[dict]) -> list[str]:
+    """Ours against llama.cpp beside llama.cpp against itself, per weight kind."""
+    out = ["| weights | files | max rel. diff, ours | greedy equal, ours | max rel. diff, llama.cpp itself "
+           "| greedy equal, llama.cpp itself | largest perplexity gap |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for kind, keep in (("F16", lambda t: t == "F16"), ("quantized", lambda t: t != "F16")):
+        rs = [r for r in rows if keep(r["type"])]
+        out.append(f"| {kind} | {len(rs)} | {max(r['max_rel_diff'] for r in rs):.2e} "
+                   f"| {sum(r['greedy_equal'] for r in rs)} "
+                   f"| {max(r['llama_fa_off_max_rel_diff'] for r in rs):.2e} "
+                   f"| {sum(r['llama_fa_off_greedy_equal'] for r in rs)} "
+                   f"| {100 * max(abs(r['ppl_ours'] / r['ppl_llama'] - 1) for r in rs):.3f} % |")
+    return out
+
+
 def markdown(rows: list[dict], meta: dict) -> str:
     lines = ["# The runtime against llama.cpp on real layouts and vocabularies", "",
              f"Command: `{meta['command']}`  ", f"Machine: {meta['machine']}  ", f"Date: {meta['date']}  ",
@@ -200,19 +223,26 @@ def markdown(rows: list[dict], meta: dict) -> str:
              "Logits of a fixed 64-token prompt (llama.cpp with its f16 KV cache, ours with the fp16 "
              f"cache); greedy: the same {GREEDY} tokens after it; perplexity: 4 chunks of 128 tokens of "
              "WikiText-2.", "",
+             "llama.cpp itself: its logits and greedy tokens with flash attention off against on (its "
+             "default), both its own; the two paths round attention differently.", "",
              "Tokens/s: both engines on the file, 2 threads, f16 KV cache, medians of 3; ours / llama.cpp's "
              "(llama-bench) for a 64-token prompt batch (pp64) and 32 single-token steps (tg32).", "",
+             *summary(rows), "",
              "| arch | layout of | heads / kv / head_dim, width | vocab | type | max rel. logit diff | "
-             "argmax agree | greedy equal | ppl ours / llama.cpp | pp64 ours / llama.cpp | "
-             "tg32 ours / llama.cpp |",
-             "| --- | --- | --- | --- | --- | ---: | ---: | --- | --- | ---: | ---: |"]
+             "argmax agree | greedy equal | llama.cpp itself: diff, greedy | ppl ours / llama.cpp "
+             "| pp64 ours / llama.cpp | tg32 ours / llama.cpp |",
+             "| --- | --- | --- | --- | --- | ---: | ---: | --- | --- | --- | ---: | ---: |"]
     for r in rows:
-        ppl = f"{r['ppl_ours']:.4f} / {r['ppl_llama']:.4f}" if "ppl_ours" in r else ""
+        gap = 100 * (r['ppl_ours'] / r['ppl_llama'] - 1)
+        ppl = f"{r['ppl_ours']:.4f} / {r['ppl_llama']:.4f} ({gap:+.3f} %)"
         lines.append(f"| {r['arch']} | {r['layout_of']} | "
                      f"{r['heads']} / {r['kv_heads']} / {r['head_dim']}, {r['width']} "
                      f"| {r['vocab']} | {r['type']} | {r['max_rel_diff']:.2e} | "
                      f"{100 * r['argmax_agree']:.0f} % "
-                     f"| {'yes' if r['greedy_equal'] else 'NO'} | {ppl} "
+                     f"| {'yes' if r['greedy_equal'] else 'NO'} "
+                     f"| {r['llama_fa_off_max_rel_diff']:.2e}, "
+                     f"{'yes' if r['llama_fa_off_greedy_equal'] else 'NO'} "
+                     f"| {ppl} "
                      f"| {r['pp64_ours']:,.0f} / {r['pp64_llama']:,.0f} = {r['pp64_ratio']:.2f} "
                      f"| {r['tg32_ours']:,.0f} / {r['tg32_llama']:,.0f} = {r['tg32_ratio']:.2f} |")
     return "\n".join(lines) + "\n"

@@ -14,6 +14,7 @@
 #include "core/rng.h"
 #include "runtime/gguf/block_codes.h"
 #include "runtime/weights/activations.h"
+#include "runtime/weights/int8_kernels.h"
 #include "runtime/weights/weight_matrix.h"
 #include "veloxquant/gguf.h"
 #include "veloxquant/tensor.h"
@@ -124,7 +125,8 @@ struct Matrix {
 
 struct Reference {
   double value;
-  double abs_sum;  // sum |w_j x_j|
+  double abs_sum;           // sum |w_j x_j|
+  double offset_terms = 0;  // integer_reference: sum over groups of |offset_g * scaled sum_g|
 };
 
 Reference reference_dot(const float* w, const float* x, size_t cols) {
@@ -138,14 +140,15 @@ Reference reference_dot(const float* w, const float* x, size_t cols) {
 }
 
 // What the integer kernels compute for one row and token, in double, from the same activation
-// codes: per group g, d_g * (scale_g * sum (code - c) q + offset_g * sum q) (block_codes.h,
-// activations.h). `abs_sum` bounds every partial sum the kernels form: the products of the codes
-// taken one by one, and each group's offset term.
+// codes: per group g, d_g * scale_g * sum (code - c) q + offset_g * (d_g sum q as stored)
+// (block_codes.h, activations.h). `abs_sum` bounds every partial sum the kernels form: the products of the
+// codes taken one by one, and each group's offset term.
 Reference integer_reference(GgmlType type, const uint8_t* row, size_t cols,
                             const QuantizedActivations& a, size_t t) {
   Reference r{0, 0};
   const int8_t* q = a.codes_of(t);
   const float* d = a.scale_of(t);
+  const float* scaled_sum = a.scaled_sum_of(t);
   gguf::with_block_codes(type, [&](auto codes) {
     using C = decltype(codes);
     constexpr size_t kGroups = C::kElements / C::kGroup;
@@ -155,16 +158,16 @@ Reference integer_reference(GgmlType type, const uint8_t* row, size_t cols,
       C::unpack(row + b * C::kBytes, code, scale, offset);
       for (size_t g = 0; g < kGroups; ++g) {
         const size_t at = b * C::kElements + g * C::kGroup;
-        double dot = 0, abs_dot = 0, sum = 0;
+        double dot = 0, abs_dot = 0;
         for (size_t k = 0; k < C::kGroup; ++k) {
           const double p = static_cast<double>(static_cast<int>(code[g * C::kGroup + k]) - C::kCodeOffset) * q[at + k];
           dot += p;
           abs_dot += std::fabs(p);
-          sum += q[at + k];
         }
-        const double dg = d[at / C::kGroup];
-        r.value += dg * (scale[g] * dot + offset[g] * sum);
-        r.abs_sum += dg * (std::fabs(scale[g]) * abs_dot + std::fabs(offset[g] * sum));
+        const double dg = d[at / C::kGroup], offset_term = offset[g] * scaled_sum[at / C::kGroup];
+        r.value += dg * scale[g] * dot + offset_term;
+        r.abs_sum += dg * std::fabs(scale[g]) * abs_dot + std::fabs(offset_term);
+        r.offset_terms += std::fabs(offset_term);
       }
     }
   });
@@ -178,8 +181,10 @@ Reference integer_reference(GgmlType type, const uint8_t* row, size_t cols,
 //   most twice before it joins an f32 sum of at most 2 cols / group terms per lane (a scale and
 //   an offset term per group), and the lanes are added in a tree of depth at most 5;
 // - against the dequantized weights and the unrounded x, adding what rounding x costs: each
-//   |x - d q| is at most d / 2, plus 300 u d for the rounding of x / d, times |w| (a derived
-//   bound, about 0.4 % of sum |w| max|x| for normal x, far below a wrong or missing term).
+//   |x - d q| is at most d / 2, plus 300 u d for the rounding of x / d and 127 * 2^-11 d where d
+//   is kept in fp16, times |w|, and 2^-11 of each offset term where the scaled sums are kept in
+//   fp16 (a derived bound, about 0.5 % of sum |w| max|x| for normal x, far below a wrong or
+//   missing term).
 double expect_close(const Matrix& m, const float* x, size_t n, const std::vector<float>& y,
                     const std::string& what) {
   const size_t cols = m.w.cols;
@@ -191,13 +196,11 @@ double expect_close(const Matrix& m, const float* x, size_t n, const std::vector
     EXPECT_LE(err, bound) << what << where << ": " << got << " vs " << want;
     if (bound > 0) worst = std::max(worst, err / bound);
   };
-  size_t group = 0;
-  int offset = 0;
-  gguf::with_block_codes(m.w.type, [&](auto c) {
-    group = decltype(c)::kGroup;
-    offset = decltype(c)::kCodeOffset;
-  });
-  if (q8) quantize_activations(x, n, cols, group, offset, ActivationLayout::kRows, a);
+  const kernels::QuantKernels* qk = kernels::quant_kernels(m.w.type);
+  const size_t group = qk ? qk->group : 0;
+  const bool half = qk && qk->rounding.half_scale;
+  const double half_steps = 0.5 + 300 * kU + (half ? 127 * 0x1p-11 : 0.0);
+  if (q8) quantize_activations(x, n, cols, group, qk->code_offset, qk->rounding, ActivationLayout::kRows, a);
   for (size_t t = 0; t < n; ++t) {
     for (size_t i = 0; i < m.w.rows; ++i) {
       const std::string where = " token " + std::to_string(t) + " row " + std::to_string(i);
@@ -214,7 +217,8 @@ double expect_close(const Matrix& m, const float* x, size_t n, const std::vector
       check(got, ints.value, kernel_bound, where + " (integer reference)");
       double rounding = 0;
       for (size_t k = 0; k < cols; ++k) rounding += std::fabs(w[k]) * a.scale_of(t)[k / group];
-      check(got, exact.value, kernel_bound + (0.5 + 300 * kU) * rounding + 2 * kU * exact.abs_sum,
+      const double sums_rounding = half ? 0x1p-11 * ints.offset_terms : 0.0;
+      check(got, exact.value, kernel_bound + half_steps * rounding + sums_rounding + 2 * kU * exact.abs_sum,
             where + " (exact)");
     }
   }
@@ -346,44 +350,55 @@ TEST(WeightMatmul, NonFiniteActivationsGiveNaNAsInF32) {
   }
 }
 
-TEST(WeightActivations, RoundEveryValueToItsGroupScale) {
-  // 3 tokens (padded to 8) of 96 values (padded to 256), one group all zeros, magnitudes that
-  // differ by 10^4 from group to group; both layouts.
-  constexpr size_t kTokens = 3, kCols = 96;
+TEST(WeightActivations, RoundEveryValueAsLlamaCppDoes) {
+  // 3 tokens (padded to 8) of 512 values, one 32-value block all zeros, magnitudes that differ by
+  // 10^4 from block to block; both layouts, both of llama.cpp's roundings, both group sizes.
+  constexpr size_t kTokens = 3, kCols = 512;
   std::vector<float> x = random_values(kTokens * kCols, 21);
-  for (size_t k = 0; k < x.size(); ++k) x[k] *= std::pow(10.0f, static_cast<float>(k / 16 % 5) - 2);
+  for (size_t k = 0; k < x.size(); ++k) x[k] *= std::pow(10.0f, static_cast<float>(k / 32 % 5) - 2);
   std::fill(x.begin() + 32, x.begin() + 64, 0.0f);
   for (ActivationLayout layout : {ActivationLayout::kRows, ActivationLayout::kTiles}) {
-    for (size_t group : {16, 32}) {
-      for (int c : {0, 8, 128}) {
-        QuantizedActivations a;
-        quantize_activations(x.data(), kTokens, kCols, group, c, layout, a);
-        ASSERT_EQ(a.tokens, 8u);
-        ASSERT_EQ(a.stride, 256u);
-        for (size_t t = 0; t < a.tokens; ++t) {
-          const std::string where = "layout " + std::to_string(static_cast<int>(layout)) + " group " +
-                                    std::to_string(group) + " c " + std::to_string(c) + " t " + std::to_string(t);
-          for (size_t g = 0; g < a.groups(); ++g) {
-            const float d = a.scale[a.group_index(t, g)];
-            int sum = 0;
-            float amax = 0;
-            for (size_t k = g * group; k < (g + 1) * group; ++k) {
-              const float v = t < kTokens && k < kCols ? x[t * kCols + k] : 0.0f;
-              const int q = a.codes[a.code_index(t, k)];
-              amax = std::max(amax, std::fabs(v));
-              ASSERT_LE(std::abs(q), 127);
-              // Round to nearest: within half a step, plus the rounding of v / d.
-              EXPECT_LE(std::fabs(v - d * q), d * (0.5 + 300 * kU)) << where << " k " << k;
-              sum += q;
+    for (ActivationRounding rounding : {kQ8Blocks, kQ8KBlocks}) {
+      for (size_t group : {16, 32}) {
+        for (int c : {0, 8, 128}) {
+          QuantizedActivations a;
+          quantize_activations(x.data(), kTokens, kCols, group, c, rounding, layout, a);
+          ASSERT_EQ(a.tokens, 8u);
+          ASSERT_EQ(a.stride, 512u);
+          for (size_t t = 0; t < a.tokens; ++t) {
+            const std::string where = "layout " + std::to_string(static_cast<int>(layout)) + " block " +
+                                      std::to_string(rounding.block) + " group " + std::to_string(group) +
+                                      " c " + std::to_string(c) + " t " + std::to_string(t);
+            for (size_t g = 0; g < a.groups(); ++g) {
+              // The block's max |x|, and its scale as llama.cpp computes it (quantize_row_q8_0 /
+              // quantize_row_q8_K): max / 127 in fp16, or 1 / (127 / max) in f32.
+              float amax = 0;
+              const size_t first = g * group / rounding.block * rounding.block;
+              for (size_t k = first; k < first + rounding.block; ++k)
+                amax = std::max(amax, t < kTokens ? std::fabs(x[t * kCols + k]) : 0.0f);
+              const float inv = amax == 0 ? 0.0f : 127.0f / amax;
+              const float d = rounding.half_scale ? f16_to_f32(f32_to_f16(amax / 127.0f))
+                                                  : (inv == 0 ? 0.0f : 1.0f / inv);
+              EXPECT_EQ(a.scale[a.group_index(t, g)], d) << where << " g " << g;
+              int sum = 0;
+              for (size_t k = g * group; k < (g + 1) * group; ++k) {
+                const float v = t < kTokens ? x[t * kCols + k] : 0.0f;
+                const int q = a.codes[a.code_index(t, k)];
+                EXPECT_EQ(q, static_cast<int>(std::nearbyint(v * inv))) << where << " k " << k;
+                ASSERT_LE(std::abs(q), 127);
+                sum += q;
+              }
+              const float scaled = (rounding.half_scale ? amax / 127.0f : d) * static_cast<float>(sum);
+              EXPECT_EQ(a.scaled_sum[a.group_index(t, g)],
+                        rounding.half_scale ? f16_to_f32(f32_to_f16(scaled)) : scaled)
+                  << where;
+              EXPECT_EQ(a.group_start[a.group_index(t, g)], -c * sum) << where;
             }
-            EXPECT_EQ(d, amax / 127.0f) << where << " g " << g;
-            EXPECT_EQ(a.scaled_sum[a.group_index(t, g)], d * static_cast<float>(sum)) << where;
-            EXPECT_EQ(a.group_start[a.group_index(t, g)], -c * sum) << where;
-          }
-          if (layout != ActivationLayout::kRows) continue;
-          for (size_t j = 0; j < a.stride / 4; ++j) {
-            const int8_t* q = a.codes_of(t) + 4 * j;
-            EXPECT_EQ(a.quad_start_of(t)[j], -c * (q[0] + q[1] + q[2] + q[3])) << where;
+            if (layout != ActivationLayout::kRows) continue;
+            for (size_t j = 0; j < a.stride / 4; ++j) {
+              const int8_t* q = a.codes_of(t) + 4 * j;
+              EXPECT_EQ(a.quad_start_of(t)[j], -c * (q[0] + q[1] + q[2] + q[3])) << where;
+            }
           }
         }
       }

@@ -1,10 +1,14 @@
-// Activations rounded to int8 for the integer weight products, as llama.cpp rounds them to its Q8
-// blocks before a product with quantized weights: per group of `group` consecutive values of a
-// token (the weight type's scale group, 16 or 32 elements) a scale d = max |x| / 127 and codes
-// round(x / d) (to nearest, ties to even). The products then compute, per group g of a row,
+// Activations rounded to int8 for the integer weight products exactly as llama.cpp's CPU backend
+// rounds them to the Q8 blocks of the weight type's vec_dot_type: per block of 32 values (Q8_0,
+// Q8_1) or 256 (Q8_K) of a token, codes round(x * 127 / max |x|) (to nearest, ties to even) and a
+// scale d, max |x| / 127 kept in fp16 for Q8_0 / Q8_1 and 1 / (127 / max |x|) in f32 for Q8_K; Q8_1
+// also keeps d times the block's code sum in fp16. The same codes and scales make the products
+// follow llama.cpp's rounding, not just its precision. The products then compute, per group g of
+// a row (the weight type's scale group, 16 or 32 elements, inside one activation block),
 //     sum_k w_k x_k  ~=  d_g * (scale_g * sum_k (code_k - c) q_k + offset_g * sum_k q_k)
 // with the integer sums exact (block_codes.h has the weights' side): rounding the activations is
-// the only approximation beyond f32 rounding, at most d_g / 2 per element.
+// the only approximation beyond f32 rounding, at most d_g / 2 per element plus, for fp16 scales,
+// 127 |d_g - d| from rounding the scale.
 #pragma once
 
 #include <cstddef>
@@ -23,6 +27,15 @@ inline constexpr size_t kActivationUnit = 256;
 // quad side by side (32 bytes) and its values of one group side by side, for the panel kernels:
 // one pointer per tile and constant offsets from it.
 enum class ActivationLayout { kRows, kTiles };
+
+// llama.cpp's activation block of a weight type: how many values share a scale, and whether the
+// scale and scaled sums are stored in fp16.
+struct ActivationRounding {
+  size_t block = 32;       // 32 (Q8_0, Q8_1) or 256 (Q8_K)
+  bool half_scale = true;  // fp16 scales and scaled sums (Q8_0, Q8_1) or f32 (Q8_K)
+};
+inline constexpr ActivationRounding kQ8Blocks{32, true};
+inline constexpr ActivationRounding kQ8KBlocks{256, false};
 
 struct QuantizedActivations {
   ActivationLayout layout = ActivationLayout::kRows;
@@ -56,9 +69,10 @@ struct QuantizedActivations {
   const int32_t* group_start_of(size_t t) const { return group_start.data() + group_index(t, 0); }
 };
 
-// Quantizes n tokens of `cols` floats (x[t * cols + k]) into out in `layout`, reusing its storage.
-// REQUIRES: cols a multiple of group; group 16 or 32.
+// Quantizes n tokens of `cols` floats (x[t * cols + k]) into out in `layout`, reusing its storage:
+// codes and scales per rounding.block values, stored per group of `group`.
+// REQUIRES: cols a multiple of rounding.block; group 16 or 32; rounding.block 32 or 256.
 void quantize_activations(const float* x, size_t n, size_t cols, size_t group, int code_offset,
-                          ActivationLayout layout, QuantizedActivations& out);
+                          ActivationRounding rounding, ActivationLayout layout, QuantizedActivations& out);
 
 }  // namespace veloxquant::runtime

@@ -293,7 +293,8 @@ void gemm_rows_of(const uint8_t* w, size_t row_bytes, size_t nrows, size_t cols,
 
 template <class C>
 QuantKernels kernels_of() {
-  return {C::kGroup, C::kCodeOffset, dot_rows_of<C>, gemm_rows_of<C>, hn::Lanes(DI32())};
+  return {C::kGroup,      C::kCodeOffset,  C::kElements == 256 ? kQ8KBlocks : kQ8Blocks,
+          dot_rows_of<C>, gemm_rows_of<C>, hn::Lanes(DI32())};
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // Single-threaded integer kernels over consecutive rows of a quantized weight matrix (every type
-// of gguf/block_codes.h), on activations rounded to int8 per group (activations.h): each weight
-// block's codes are multiplied by the activation codes in 8-bit SIMD (AVX-512 VNNI's dot product
-// of 4 unsigned by 4 signed bytes where Highway's target has it) into exact 32-bit sums, and the
-// f32 scales are applied once per group of 16 or 32. The stored blocks are read in place.
+// of gguf/block_codes.h), on activations rounded to int8 as llama.cpp rounds them (activations.h):
+// each weight block's codes are multiplied by the activation codes in 8-bit SIMD (AVX-512 VNNI's
+// dot product of 4 unsigned by 4 signed bytes where Highway's target has it) into exact 32-bit
+// sums, and the f32 scales are applied once per group of 16 or 32. The stored blocks are read in
+// place.
 #pragma once
 
 #include <cstddef>
@@ -22,6 +23,9 @@ using QuantRowsKernel = void (*)(const uint8_t* w, size_t row_bytes, size_t nrow
 struct QuantKernels {
   size_t group;     // the type's scale group: what quantize_activations needs
   int code_offset;  // likewise
+  // llama.cpp's activation blocks for the type: Q8_0 / Q8_1 for the 32-element types, Q8_K for
+  // the 256-element ones (k-quants, IQ4_XS).
+  ActivationRounding rounding;
   // Few tokens (decoding): each block is unpacked in registers once per 4 rows and 4 tokens and
   // dotted lane by lane with the activations. A result does not depend on nrows or ntokens, so
   // splitting rows or tokens across calls gives the same bits.

@@ -69,7 +69,7 @@ void quant_tokens(const WeightMatrix& w, const kernels::QuantKernels& k, const f
   thread_local QuantizedActivations storage;
   QuantizedActivations& a = storage;
   const bool gemm = n >= kGemmMinTokens;
-  quantize_activations(x, n, w.cols, k.group, k.code_offset,
+  quantize_activations(x, n, w.cols, k.group, k.code_offset, k.rounding,
                        gemm ? ActivationLayout::kTiles : ActivationLayout::kRows, a);
   const kernels::QuantRowsKernel kernel = gemm ? k.gemm_rows : k.dot_rows;
   const size_t rb = w.row_bytes();

@@ -4,12 +4,13 @@
 //
 // Plain float weights (F32, F16, BF16) take f32 activations: converted in registers (matvec) or
 // to an f32 tile for sgemm (matmul), every product and sum f32. Quantized weights take their
-// activations rounded to int8 per group of 16 or 32 values (the weight type's scale group), as
-// llama.cpp rounds them to its Q8 blocks: the stored blocks' codes are multiplied by those int8
-// codes in exact integer sums and the scales applied once per group (activations.h,
+// activations rounded to int8 as llama.cpp rounds them, to the same codes and scales: blocks of
+// 32 values with fp16 scales (Q8_0 / Q8_1) for the 32-element types, of 256 with f32 scales
+// (Q8_K) for the k-quants and IQ4_XS. The stored blocks' codes are multiplied by those int8 codes
+// in exact integer sums and the scales applied once per group of 16 or 32 (activations.h,
 // int8_kernels.h). Results match a product of the dequantized weights with the rounded
-// activations up to f32 rounding; the rounding itself moves each value by at most half a step
-// (max |x| / 254 of its group).
+// activations up to f32 rounding; the rounding itself moves each value by about half a step
+// (max |x| / 254 of its block).
 #pragma once
 
 #include <cstddef>
