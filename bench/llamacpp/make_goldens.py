@@ -12,7 +12,7 @@ Q6_K, Q8_0, Q4_0 and IQ4_NL. On every file, with a fixed 64-token prompt:
     (veloxquant_dump_logits, fp16 cache): max |ours - llama.cpp| / max |llama.cpp| and the share
     of positions whose argmax agrees;
   - greedy: llama.cpp decodes 16 tokens; ours must pick the same ones on the same prefix;
-  - llama.cpp against itself: the same logits and greedy tokens with its flash attention off
+  - llama.cpp against itself: the same logits, greedy tokens and perplexity with its flash attention off
     (fp16 probabilities) against on (its CPU default: fp16 queries and an fp16 accumulator), how
     far the reference moves between its own two attention paths;
   - perplexity: llama-perplexity against `veloxquant perplexity`, 4 chunks of 128 tokens of
@@ -128,12 +128,16 @@ def our_logits(path: Path, tokens, out: Path) -> np.ndarray:
     return np.load(out)
 
 
-def perplexities(llama, path: Path) -> tuple[float, float]:
+def perplexities(llama, path: Path) -> tuple[float, float, float]:
+    """Ours, llama.cpp's (flash attention on, its default) and llama.cpp's with it off."""
     ours = json.loads(run([CLI, "perplexity", "-m", path, "-f", WIKI, "--ctx", 128, "--chunks", 4,
                            "--json"]).stdout)
-    r = run([llama["perplexity"], "-m", path, "-f", WIKI, "-c", 128, "--chunks", 4, "-t", 2, "-b", 128])
-    theirs = float(re.search(r"Final estimate: PPL = ([0-9.]+)", r.stdout + r.stderr).group(1))
-    return ours["perplexity"], theirs
+    theirs = []
+    for flash in ("on", "off"):
+        r = run([llama["perplexity"], "-m", path, "-f", WIKI, "-c", 128, "--chunks", 4, "-t", 2, "-b", 128,
+                 "-fa", flash])
+        theirs.append(float(re.search(r"Final estimate: PPL = ([0-9.]+)", r.stdout + r.stderr).group(1)))
+    return ours["perplexity"], *theirs
 
 
 def speeds(llama, path: Path) -> dict:
@@ -177,7 +181,7 @@ def model_rows(llama, tmp: Path) -> list[dict]:
                    "llama_fa_off_argmax_agree": itself["argmax_agree"],
                    "llama_fa_off_greedy_equal": cont_off == cont}
             row.update(speeds(llama, path))
-            row["ppl_ours"], row["ppl_llama"] = perplexities(llama, path)
+            row["ppl_ours"], row["ppl_llama"], row["ppl_llama_fa_off"] = perplexities(llama, path)
             rows.append(row)
             print(json.dumps(row), flush=True)
             if path != base:
@@ -204,15 +208,16 @@ def goldens(llama, tmp: Path) -> list[dict]:
 def summary(rows: list[dict]) -> list[str]:
     """Ours against llama.cpp beside llama.cpp against itself, per weight kind."""
     out = ["| weights | files | max rel. diff, ours | greedy equal, ours | max rel. diff, llama.cpp itself "
-           "| greedy equal, llama.cpp itself | largest perplexity gap |",
-           "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+           "| greedy equal, llama.cpp itself | largest perplexity gap, ours | largest perplexity gap, "
+           "llama.cpp itself |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for kind, keep in (("F16", lambda t: t == "F16"), ("quantized", lambda t: t != "F16")):
         rs = [r for r in rows if keep(r["type"])]
         out.append(f"| {kind} | {len(rs)} | {max(r['max_rel_diff'] for r in rs):.2e} "
                    f"| {sum(r['greedy_equal'] for r in rs)} "
                    f"| {max(r['llama_fa_off_max_rel_diff'] for r in rs):.2e} "
                    f"| {sum(r['llama_fa_off_greedy_equal'] for r in rs)} "
-                   f"| {100 * max(abs(r['ppl_ours'] / r['ppl_llama'] - 1) for r in rs):.3f} % |")
+                   f"| {100 * max(abs(r['ppl_ours'] / r['ppl_llama'] - 1) for r in rs):.3f} % "
+                   f"| {100 * max(abs(r['ppl_llama_fa_off'] / r['ppl_llama'] - 1) for r in rs):.3f} % |")
     return out
 
 
@@ -223,8 +228,8 @@ def markdown(rows: list[dict], meta: dict) -> str:
              "Logits of a fixed 64-token prompt (llama.cpp with its f16 KV cache, ours with the fp16 "
              f"cache); greedy: the same {GREEDY} tokens after it; perplexity: 4 chunks of 128 tokens of "
              "WikiText-2.", "",
-             "llama.cpp itself: its logits and greedy tokens with flash attention off against on (its "
-             "default), both its own; the two paths round attention differently.", "",
+             "llama.cpp itself: its logits, greedy tokens and perplexity with flash attention off against on "
+             "(its default), both its own; the two paths round attention differently.", "",
              "Tokens/s: both engines on the file, 2 threads, f16 KV cache, medians of 3; ours / llama.cpp's "
              "(llama-bench) for a 64-token prompt batch (pp64) and 32 single-token steps (tg32).", "",
              *summary(rows), "",

@@ -6,9 +6,10 @@ are written again here by the same writer; their sha256 must be the one llama.cp
 Both round the KV cache to 16-bit floats but compute in a different order. On f32 weights they
 differ by float32 rounding carried through two layers: measured (2026-12-06) 4.8e-4 .. 1.03e-3 of
 the largest logit over the 8 architectures. On quantized weights both round the activations to
-8 bits for their integer dot products, llama.cpp per 32 values with an fp16 scale (Q8_0), the
-runtime per 32 with an f32 scale: 9.0e-3 .. 2.5e-2. The bounds leave 2-5x; a real difference in the graph
-(a norm, a cap, a window, the RoPE pairs) costs 0.1 or more (docs/runtime.md)."""
+8 bits for their integer dot products, to the same codes (llama.cpp's Q8_0 blocks: 32 values, an
+fp16 scale), which spread the f32 differences: 8.8e-3 .. 2.14e-2. The bounds leave 2-5x; a real
+difference in the graph (a norm, a cap, a window, the RoPE pairs) costs 0.1 or more
+(docs/runtime.md)."""
 
 import hashlib
 import json
