@@ -8,6 +8,7 @@
 #   FUZZ_BUILD_DIR  the build folder (default build-fuzz). One already configured with
 #                   VELOXQUANT_FUZZ=ON is used as it is: CI's sanitizer build carries the fuzzing
 #                   instrumentation too, so its library serves the tests and the fuzzers.
+#   FUZZ_BUILD_ONLY=1  build the targets and stop (fuzz/pack_for_device.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}
@@ -23,6 +24,7 @@ if ! grep -qs '^VELOXQUANT_FUZZ:BOOL=ON$' "$build/CMakeCache.txt"; then
     -DVELOXQUANT_FUZZ=ON -DVELOXQUANT_BUILD_TESTS=OFF -DVELOXQUANT_BUILD_BENCH=OFF >/dev/null
 fi
 cmake --build "$build" -j "$(nproc)" --target veloxquant_fuzzers
+[ "${FUZZ_BUILD_ONLY:-0}" = 1 ] && exit 0
 
 failed=()
 for source in fuzz/*_fuzzer.cpp; do
