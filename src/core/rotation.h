@@ -29,6 +29,11 @@ class Rotation {
   void inverse(float* x, size_t rows = 1) const;
   // Bytes this rotation keeps: one sign bit per coordinate, or the dense f32 matrix.
   size_t state_bytes() const;
+  // What it applies (for the GPU kernels, which repeat it): the random signs before the
+  // orthonormal Hadamard transform, or the dense matrix (row-major, forward y = M x); the other
+  // is empty.
+  const std::vector<float>& signs() const { return signs_; }
+  const std::vector<float>& matrix() const { return dense_; }
 
  private:
   size_t dim_ = 0;

@@ -6,33 +6,25 @@
 #include "codecs/cuda_bits.h"
 #include "codecs/turboquant/turboquant_prod_codec.h"
 #include "core/lloyd_max.h"
-#include "core/rng.h"
+#include "core/rotation.h"
 #include "cuda/turboquant/turboquant_rules.h"
 
 namespace veloxquant::turboquant {
-namespace {
-
-// The random signs of a stream's Hadamard rotation, drawn as core/rotation.cpp draws them.
-std::vector<float> rotation_signs(const LayerShape& shape, TurboQuantStream stream) {
-  Rng rng(turboquant_stream_seed(shape, stream));
-  std::vector<float> signs(shape.head_dim);
-  for (float& s : signs) s = rng.sign();
-  return signs;
-}
-
-}  // namespace
 
 std::string cuda_config(bool prod, const Params& p, const LayerShape& shape, cuda::CacheConfig& c) {
   c.format = prod ? "turboquant_prod" : "turboquant_mse";
   c.bits = cuda_equal_bits(c.format, p, "bits", "vbits");
-  // No table is solved for a width the kernels would refuse.
-  if (!cuda::turboquant_bits_supported(c.bits)) return cuda::turboquant_problem(c, prod);
-  if (std::string problem = cuda::hadamard_head_dim_problem(c.format, c); !problem.empty()) return problem;
+  // No table is solved for a shape the kernels would refuse.
+  if (std::string problem = cuda::turboquant_shape_problem(c, prod); !problem.empty()) return problem;
   const ScalarCodebook values = lloyd_max_sphere_coordinate(c.bits, shape.head_dim);
   const ScalarCodebook keys = prod ? TurboQuantProdCodec::mse_codebook(c.bits, shape.head_dim) : values;
   auto t = std::make_shared<cuda::TurboQuantTables>();
-  t->key_signs = rotation_signs(shape, TurboQuantStream::KeyRotation);
-  t->value_signs = rotation_signs(shape, TurboQuantStream::ValueRotation);
+  // The codecs' own rotations (core/rotation.h draws them once per seed and size).
+  const Rotation key_rotation(shape.head_dim, turboquant_stream_seed(shape, TurboQuantStream::KeyRotation));
+  const Rotation value_rotation(shape.head_dim,
+                                turboquant_stream_seed(shape, TurboQuantStream::ValueRotation));
+  t->key_signs = key_rotation.signs(), t->value_signs = value_rotation.signs();
+  t->key_rotation = key_rotation.matrix(), t->value_rotation = value_rotation.matrix();
   t->key_centroids = keys.centroids, t->value_centroids = values.centroids;
   t->key_boundaries = keys.boundaries, t->value_boundaries = values.boundaries;
   if (prod) {

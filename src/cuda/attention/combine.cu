@@ -1,6 +1,7 @@
 // The second pass of flash-decoding: per query head, the splits' partial (max, sum, output) merge
 // into the softmax-normalized output. For TurboQuant values the merged sum is still in the
-// rotated space, and is rotated back here, once per head (Hadamard transform, then the signs).
+// rotated space, and is rotated back here, once per head (Hadamard transform, then the signs; or
+// the dense rotation's transpose at head sizes that are not powers of two).
 #include "cuda/attention/launchers.h"
 #include "cuda/common/check.cuh"
 #include "cuda/common/device_math.cuh"
@@ -86,6 +87,14 @@ __global__ void __launch_bounds__(kCombineWarps * kWarp) combine_kernel(CombineP
     }
     for (int c = threadIdx.x; c < p.head_dim; c += blockDim.x) row[c] *= hadamard_scale * p.value_signs[c];
     __syncthreads();
+  }
+  if (p.value_matrix != nullptr) {  // out = R^T row: thread c walks column c of R
+    for (int c = threadIdx.x; c < p.head_dim; c += blockDim.x) {
+      float sum = 0;
+      for (int i = 0; i < p.head_dim; ++i) sum = fmaf(p.value_matrix[i * p.head_dim + c], row[i], sum);
+      p.out[head * p.head_dim + c] = sum;
+    }
+    return;
   }
   for (int c = threadIdx.x; c < p.head_dim; c += blockDim.x) p.out[head * p.head_dim + c] = row[c];
 }

@@ -25,7 +25,7 @@ struct SplitKernel {
 int resident_blocks(const SplitKernel& k);
 void launch_split_kernel(const SplitKernel& k, const AttendParams& p, int batch, cudaStream_t stream);
 
-// Merges the splits into out; undoes the value rotation when p.value_signs is set.
+// Merges the splits into out; undoes the value rotation when p.value_signs or p.value_matrix is set.
 void launch_combine(const CombineParams& p, int batch, float hadamard_scale, cudaStream_t stream);
 
 }  // namespace veloxquant::cuda

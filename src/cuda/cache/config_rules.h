@@ -32,15 +32,6 @@ inline std::string config_problem(const CacheConfig& c) {
   return {};
 }
 
-// Formats that rotate with the Walsh-Hadamard transform (TurboQuant) need a power of two: at 80
-// and 96 the CPU codecs rotate with a dense matrix, which the kernels do not take.
-inline std::string hadamard_head_dim_problem(const std::string& name, const CacheConfig& c) {
-  if ((c.head_dim & (c.head_dim - 1)) == 0) return {};
-  return name + " head_dim " + std::to_string(c.head_dim) +
-         "; expected 64, 128 or 256 (at other sizes the rotation is a dense matrix, which the kernels "
-         "do not take)";
-}
-
 // The residual-window formats (KIVI, QJL): 2- or 4-bit codes (`bits_name` says which, e.g.
 // "qjl vbits"), key blocks of whole 32-token tiles.
 inline std::string windowed_problem(const std::string& name, const std::string& bits_name, const CacheConfig& c) {

@@ -127,7 +127,7 @@ struct DeviceCache::Impl {
     CombineParams cp;
     cp.part_o = p.part_o, cp.part_ml = p.part_ml, cp.splits = p.splits;
     cp.head_dim = p.head_dim, cp.q_heads = static_cast<int>(q_heads), cp.kv_heads = p.kv_heads;
-    cp.value_signs = format->value_signs();
+    cp.value_signs = format->value_signs(), cp.value_matrix = format->value_matrix();
     cp.out = out;
     launch_combine(cp, static_cast<int>(c.batch * queries), hadamard_scale(), s);
   }

@@ -35,8 +35,10 @@ class DeviceFormat {
   virtual void append(const AppendParams& p, int batch, cudaStream_t stream) const = 0;
   // The attention kernel for p's shape, with the format's arguments put into p.format.
   virtual SplitKernel split_kernel(AttendParams& p) const = 0;
-  // Signs of a value rotation that the combine undoes (times 1/sqrt(head_dim)); null: none.
+  // A value rotation that the combine undoes: the signs of a Hadamard rotation (times
+  // 1/sqrt(head_dim)), or a dense matrix (row-major R, undone by R^T); null: none.
   virtual const float* value_signs() const { return nullptr; }
+  virtual const float* value_matrix() const { return nullptr; }
 };
 
 // Makes a format for c (whose shape config_problem() has passed): checks the format's own rules,

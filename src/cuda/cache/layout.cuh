@@ -90,7 +90,8 @@ struct CombineParams {
   const float* part_o = nullptr;
   const float* part_ml = nullptr;
   int splits = 0, head_dim = 0, q_heads = 0, kv_heads = 0;
-  const float* value_signs = nullptr;  // a value rotation to undo after combining (TurboQuant); else null
+  const float* value_signs = nullptr;   // a value rotation to undo after combining (TurboQuant): signs,
+  const float* value_matrix = nullptr;  // or a dense matrix R (row-major; the combine applies R^T); else null
   float* out = nullptr;                // [batch, q_heads, head_dim]
 };
 

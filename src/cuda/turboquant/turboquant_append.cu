@@ -1,9 +1,11 @@
 // TurboQuant-MSE quantize-on-append: one block per (appended token, sequence x KV head, stream),
 // one thread per coordinate, one launch per layer step. Each step repeats the CPU codec's float
-// operations in its order (turboquant/rotated_table_codec.cpp): the norm summed in double from
-// coordinate 0 up, signs, the Walsh-Hadamard butterflies stage by stage (in registers and warp
-// shuffles while a pair sits inside one warp), the 1/sqrt(d) scale,
-// the 1/norm scale, then the count of codebook boundaries <= y; so the records match bytewise.
+// operations in its order (turboquant/rotated_table_codec.cpp, core/rotation.cpp): the norm
+// summed in double from coordinate 0 up; then signs, the Walsh-Hadamard butterflies stage by
+// stage (in registers and warp shuffles while a pair sits inside one warp) and the 1/sqrt(d)
+// scale, or at head_dim 80 and 96 the dense rotation's row c dotted with x from coordinate 0 up,
+// a multiply and an add at a time; the 1/norm scale, then the count of codebook boundaries <= y;
+// so the records match bytewise.
 // turboquant_prod's keys (turboquant/turboquant_prod_codec.cpp) go on: the residual r = y - level
 // (its squared norm summed in double like the norm), the sketch S r (a thread per row; its sum
 // runs in another order than the CPU's SIMD dot, so a sign may differ where S r is within
@@ -58,7 +60,15 @@ __global__ void turboquant_append_kernel(AppendParams p, int bits, TurboQuantDev
   // The squares are exact in double, so only the sum's order matters.
   squares[c] = __dmul_rn(static_cast<double>(v), static_cast<double>(v));
   const float norm = static_cast<float>(sqrt(ordered_sum(squares, d, &sum_s)));
-  if (norm != 0) {
+  const float* dense = key ? tq.key_rotation : tq.value_rotation;
+  if (norm != 0 && dense != nullptr) {
+    y[c] = v;
+    __syncthreads();
+    float sum = 0;
+    for (int j = 0; j < d; ++j) sum = __fadd_rn(sum, __fmul_rn(dense[c * d + j], y[j]));
+    __syncthreads();
+    v = __fmul_rn(sum, __fdiv_rn(1.0f, norm));
+  } else if (norm != 0) {
     // Butterfly stage `len`: the lower coordinate of each pair (a, a + len) becomes y[a] + y[a + len],
     // the upper y[a] - y[a + len]. Pairs closer than a warp trade through shuffles, the rest
     // through shared memory.

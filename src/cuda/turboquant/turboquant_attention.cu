@@ -1,12 +1,12 @@
 // Split decode attention straight from TurboQuant records (the CPU codecs' layouts), on tensor
 // cores (tc_decode.cuh, fp16_tile.cuh). turboquant_mse: [f32 norm][dim codes of b bits] for keys
 // and values; turboquant_prod's keys: [f32 norm][f32 rho][dim codes of b-1 bits][dim sign bits].
-//  - The queries are rotated once per block (signs, then the orthonormal Hadamard transform):
-//    q . x_t = ||x_t|| (R q) . codebook[codes_t]. Keys: A = codebook levels in fp16, looked up
-//    two codes at a time in a table of level pairs, straight into the fragment (lane (g, t)
-//    takes channels 16k' + 4t .. + 3 of tokens g and g + 8: k = 2t, 2t+1 are the first two,
-//    k = 2t+8, 2t+9 the last two); B = the rotated query in the same order. The scores are then
-//    scaled by each token's norm.
+//  - The queries are rotated once per block (signs, then the orthonormal Hadamard transform;
+//    at head_dim 80 and 96 the dense rotation): q . x_t = ||x_t|| (R q) . codebook[codes_t].
+//    Keys: A = codebook levels in fp16, looked up two codes at a time in a table of level pairs,
+//    straight into the fragment (lane (g, t) takes channels 16k' + 4t .. + 3 of tokens g and
+//    g + 8: k = 2t, 2t+1 are the first two, k = 2t+8, 2t+9 the last two); B = the rotated query
+//    in the same order. The scores are then scaled by each token's norm.
 //  - turboquant_prod adds sqrt(pi/2) / dim * rho_t (S R q) . z_t: the rotated query is sketched
 //    once per block, and a second MMA per k step takes the sign bits as A (+-1 in fp16, looked up
 //    two signs at a time) against B = S R q.
@@ -84,17 +84,40 @@ __global__ void __launch_bounds__(kThreads) turboquant_attend_kernel(AttendParam
     if (i < L::kSignPairs) sign_pairs[i] = pack_half2(i & 1 ? 1.0f : -1.0f, i & 2 ? 1.0f : -1.0f);
   }
   __syncthreads();
-  // Rotate the queries: signs, then the Walsh-Hadamard butterflies, then 1/sqrt(D).
-  for (int i = threadIdx.x; i < MAXG * D; i += kThreads) q_s[i] *= ta.key_signs[i % D];
-  __syncthreads();
-  for (int len = 1; len < D; len <<= 1) {
-    for (int i = threadIdx.x; i < MAXG * D / 2; i += kThreads) {
-      const int h = i / (D / 2), pair = i % (D / 2);
-      const int a = h * D + pair / len * 2 * len + pair % len;
-      const float x = q_s[a], y = q_s[a + len];
-      q_s[a] = x + y, q_s[a + len] = x - y;
+  // Rotate the queries: signs, then the Walsh-Hadamard butterflies, then 1/sqrt(D) (in the B
+  // fragments below); at head sizes that are not powers of two, the dense rotation.
+  constexpr bool kDense = (D & (D - 1)) != 0;
+  if constexpr (kDense) {
+    // Each thread's outputs wait in registers until every thread has read the queries.
+    constexpr int kPerThread = (MAXG * D + kThreads - 1) / kThreads;
+    float rotated[kPerThread];
+#pragma unroll
+    for (int r = 0; r < kPerThread; ++r) {
+      const int i = threadIdx.x + r * kThreads;
+      rotated[r] = 0;
+      if (i < MAXG * D) {
+        const float* q = q_s + i / D * D;
+        const float* row = ta.key_rotation + (i % D) * D;
+        for (int j = 0; j < D; ++j) rotated[r] = fmaf(row[j], q[j], rotated[r]);
+      }
     }
     __syncthreads();
+#pragma unroll
+    for (int r = 0; r < kPerThread; ++r)
+      if (threadIdx.x + r * kThreads < MAXG * D) q_s[threadIdx.x + r * kThreads] = rotated[r];
+    __syncthreads();
+  } else {
+    for (int i = threadIdx.x; i < MAXG * D; i += kThreads) q_s[i] *= ta.key_signs[i % D];
+    __syncthreads();
+    for (int len = 1; len < D; len <<= 1) {
+      for (int i = threadIdx.x; i < MAXG * D / 2; i += kThreads) {
+        const int h = i / (D / 2), pair = i % (D / 2);
+        const int a = h * D + pair / len * 2 * len + pair % len;
+        const float x = q_s[a], y = q_s[a + len];
+        q_s[a] = x + y, q_s[a + len] = x - y;
+      }
+      __syncthreads();
+    }
   }
   if constexpr (PROD) {  // S (R q) up to the 1/sqrt(D) both B fragments take below
     for (int i = threadIdx.x; i < p.group * D; i += kThreads) {
@@ -107,10 +130,10 @@ __global__ void __launch_bounds__(kThreads) turboquant_attend_kernel(AttendParam
     __syncthreads();
   }
   // B fragments: the rotated query of head g (load_queries applied the softmax scale), channels
-  // 16k + 4t .. + 3, times the transform's 1/sqrt(D); prod's sketched query likewise.
+  // 16k + 4t .. + 3, times the Hadamard transform's 1/sqrt(D); prod's sketched query likewise.
   uint32_t bq[NK][2] = {}, bs[PROD ? NK : 1][2] = {};
   if (ln.g < p.group) {
-    const float f = rsqrtf(static_cast<float>(D));
+    const float f = kDense ? 1.0f : rsqrtf(static_cast<float>(D));
 #pragma unroll
     for (int k = 0; k < NK; ++k) {
       const float4 c = *reinterpret_cast<const float4*>(q_s + ln.g * D + 16 * k + 4 * ln.t);
@@ -209,7 +232,10 @@ SplitKernel for_group(const AttendParams& p) {
 template <int D, bool PROD>
 SplitKernel for_bits(const AttendParams& p, int bits) {
   if (bits == 2) return for_group<D, 2, PROD>(p);
-  if (bits == 3) return for_group<D, 3, PROD>(p);
+  // 80 channels at 3 bits: records of 34 bytes, refused by turboquant_rules.h.
+  if constexpr (D != 80) {
+    if (bits == 3) return for_group<D, 3, PROD>(p);
+  }
   if (bits == 4) return for_group<D, 4, PROD>(p);
   throw Error("cuda turboquant attention: bits " + std::to_string(bits) + "; expected 2, 3 or 4");
 }
@@ -225,8 +251,10 @@ SplitKernel turboquant_split_kernel(const AttendParams& p, int bits, bool prod) 
   if (p.head_dim == 128) return for_method<128>(p, bits, prod);
   if (p.head_dim == 64) return for_method<64>(p, bits, prod);
   if (p.head_dim == 256) return for_method<256>(p, bits, prod);
+  if (p.head_dim == 80) return for_method<80>(p, bits, prod);
+  if (p.head_dim == 96) return for_method<96>(p, bits, prod);
   throw Error("cuda turboquant attention: head_dim " + std::to_string(p.head_dim) +
-              "; expected 64, 128 or 256");
+              "; expected 64, 80, 96, 128 or 256");
 }
 
 }  // namespace veloxquant::cuda

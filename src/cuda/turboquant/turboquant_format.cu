@@ -1,6 +1,8 @@
-// TurboQuant on the GPU (turboquant_mse, turboquant_prod): Hadamard-rotated Lloyd-Max codes with
-// a norm per token, and turboquant_prod's sign bits of the keys' sketched residual. The rotation
-// signs, codebooks and sketch are the CPU codecs' (TurboQuantTables), counted once per sequence.
+// TurboQuant on the GPU (turboquant_mse, turboquant_prod): rotated Lloyd-Max codes with a norm per
+// token (a Hadamard rotation with random signs, or a dense orthogonal matrix at head sizes that are
+// not powers of two), and turboquant_prod's sign bits of the keys' sketched residual. The
+// rotations, codebooks and sketch are the CPU codecs' (TurboQuantTables), counted once per
+// sequence.
 #include <cmath>
 #include <memory>
 
@@ -18,12 +20,19 @@ DeviceArray<float> upload(const std::vector<float>& host) { return DeviceArray<f
 class TurboQuantFormat final : public DeviceFormat {
  public:
   TurboQuantFormat(const CacheConfig& c, const TurboQuantTables& t, bool prod)
-      : prod_(prod), dim_(c.head_dim), bits_(c.bits),
-        key_state_(state_bytes(t.key_centroids.size() + t.key_sketch.size())),
-        value_state_(state_bytes(t.value_centroids.size())),
-        key_signs_(upload(t.key_signs)), value_signs_(upload(t.value_signs)),
-        key_bounds_(upload(t.key_boundaries)), value_bounds_(upload(t.value_boundaries)),
-        key_levels_(upload(t.key_centroids)), value_levels_(upload(t.value_centroids)) {
+      : prod_(prod),
+        dim_(c.head_dim),
+        bits_(c.bits),
+        key_state_(state_bytes(t.key_rotation.size(), t.key_centroids.size() + t.key_sketch.size())),
+        value_state_(state_bytes(t.value_rotation.size(), t.value_centroids.size())),
+        key_signs_(upload(t.key_signs)),
+        value_signs_(upload(t.value_signs)),
+        key_rotation_(upload(t.key_rotation)),
+        value_rotation_(upload(t.value_rotation)),
+        key_bounds_(upload(t.key_boundaries)),
+        value_bounds_(upload(t.value_boundaries)),
+        key_levels_(upload(t.key_centroids)),
+        value_levels_(upload(t.value_centroids)) {
     if (prod) {
       // Transposed, so that the kernels' threads (one per sketch row) read adjacent floats.
       std::vector<float> transposed(dim_ * dim_);
@@ -38,26 +47,33 @@ class TurboQuantFormat final : public DeviceFormat {
   size_t shared_bytes(bool key) const override { return key ? key_state_ : value_state_; }
   void append(const AppendParams& p, int batch, cudaStream_t s) const override {
     launch_turboquant_append(p, batch, static_cast<int>(bits_),
-                             TurboQuantDevice{key_signs_.ptr, value_signs_.ptr, key_bounds_.ptr, value_bounds_.ptr,
+                             TurboQuantDevice{key_signs_.ptr, value_signs_.ptr, key_rotation_.ptr,
+                                              value_rotation_.ptr, key_bounds_.ptr, value_bounds_.ptr,
                                               key_levels_.ptr, key_sketch_.ptr,
                                               1.0f / std::sqrt(static_cast<float>(dim_))},
                              s);
   }
   SplitKernel split_kernel(AttendParams& p) const override {
-    p.format.set(TurboQuantArgs{key_levels_.ptr, value_levels_.ptr, key_signs_.ptr, key_sketch_.ptr});
+    p.format.set(TurboQuantArgs{key_levels_.ptr, value_levels_.ptr, key_signs_.ptr, key_rotation_.ptr,
+                                key_sketch_.ptr});
     return turboquant_split_kernel(p, static_cast<int>(bits_), prod_);
   }
   const float* value_signs() const override { return value_signs_.ptr; }
+  const float* value_matrix() const override { return value_rotation_.ptr; }
 
  private:
-  // The rotation's sign bits and the f32 codebook (and prod's f32 sketch) of one stream kind.
-  size_t state_bytes(size_t floats) const { return (dim_ + 7) / 8 + sizeof(float) * floats; }
+  // The rotation (sign bits, or the f32 matrix as the CPU's Rotation keeps it) and the f32
+  // codebook (and prod's f32 sketch) of one stream kind.
+  size_t state_bytes(size_t matrix_floats, size_t floats) const {
+    return (matrix_floats ? sizeof(float) * matrix_floats : (dim_ + 7) / 8) + sizeof(float) * floats;
+  }
 
   bool prod_;
   size_t dim_;
   unsigned bits_;
   size_t key_state_, value_state_;
-  DeviceArray<float> key_signs_, value_signs_, key_bounds_, value_bounds_, key_levels_, value_levels_;
+  DeviceArray<float> key_signs_, value_signs_, key_rotation_, value_rotation_;  // one pair is empty
+  DeviceArray<float> key_bounds_, value_bounds_, key_levels_, value_levels_;
   DeviceArray<float> key_sketch_;  // prod: S^T; empty for turboquant_mse
 };
 

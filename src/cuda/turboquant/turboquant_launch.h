@@ -1,4 +1,5 @@
-// TurboQuant's kernels (turboquant_format.cu): Hadamard-rotated Lloyd-Max codes, and
+// TurboQuant's kernels (turboquant_format.cu): rotated Lloyd-Max codes (a Hadamard rotation with
+// random signs where head_dim is a power of two, a dense orthogonal matrix at 80 and 96), and
 // turboquant_prod's sign bits of the keys' sketched residual.
 #pragma once
 
@@ -11,7 +12,8 @@ namespace veloxquant::cuda {
 struct TurboQuantArgs {  // AttendParams::format of the TurboQuant kernels
   const float* key_codebook = nullptr;  // levels
   const float* value_codebook = nullptr;
-  const float* key_signs = nullptr;     // the key rotation
+  const float* key_signs = nullptr;     // the key rotation: Hadamard signs, or
+  const float* key_rotation = nullptr;  // its dense matrix (row-major) where head_dim is not a power of two
   const float* key_sketch = nullptr;    // turboquant_prod: S transposed (S^T row-major); else null
 };
 
@@ -20,8 +22,10 @@ struct TurboQuantArgs {  // AttendParams::format of the TurboQuant kernels
 SplitKernel turboquant_split_kernel(const AttendParams& p, int bits, bool prod);
 
 struct TurboQuantDevice {  // device copies of TurboQuantTables
-  const float* key_signs;
+  const float* key_signs;  // Hadamard signs, or null where the rotations are dense:
   const float* value_signs;
+  const float* key_rotation;  // row-major head_dim x head_dim; null for Hadamard rotations
+  const float* value_rotation;
   const float* key_boundaries;
   const float* value_boundaries;
   const float* key_levels;  // turboquant_prod: the keys' (bits-1)-bit levels, for the residual
