@@ -20,6 +20,7 @@ for program in "$build"/fuzz/fuzz_*; do
   done
   xz -f -T0 ".fuzz-carry/$name"
 done
+xz -f -T0 .fuzz-carry/lib/*.so*  # OpenBLAS alone is 36 MB
 cp ../shared/models/stories260K.gguf .fuzz-carry/shared/models/
 # Where the programs look for tests/data and ../shared (their compile definitions): the source
 # folder of the build.

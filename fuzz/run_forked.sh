@@ -3,7 +3,8 @@
 # (WORKERS processes per target) for SECONDS over its committed seed corpus, then keeps the new
 # inputs that add coverage beyond that corpus, minimized by -merge=1, in OUT/kept/<target>/, and
 # writes OUT/summary.{json,md}: per target, worker-seconds, executions, new inputs and findings.
-# A finding's input is left in OUT/artifacts/<target>/ and the run exits non-zero.
+# A finding's input is left in OUT/artifacts/<target>/ and the run exits non-zero. The programs
+# and the whole grown corpora stay in build-fuzz-forked/.
 #   fuzz/run_forked.sh SECONDS WORKERS OUT TARGET...
 #   FUZZ_BIN    the folder of the fuzz_<target> programs (default build-fuzz/fuzz)
 #   FUZZ_CARRY  instead, the folder fuzz/pack_for_device.sh filled (programs, libraries, data)
@@ -17,13 +18,17 @@ seconds=$1 workers=$2 out=$3
 shift 3
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+work=$PWD/build-fuzz-forked
+rm -rf "$work" && mkdir -p "$work"
 bin=${FUZZ_BIN:-build-fuzz/fuzz}
 if [ -n "${FUZZ_CARRY:-}" ]; then
-  bin=$out/bin
+  bin=$work/bin
   mkdir -p "$bin"
   for packed in "$FUZZ_CARRY"/fuzz_*.xz; do xz -dc "$packed" >"$bin/$(basename "$packed" .xz)"; done
   chmod +x "$bin"/fuzz_*
-  export LD_LIBRARY_PATH=$PWD/$FUZZ_CARRY/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  mkdir -p "$work/lib"
+  for packed in "$FUZZ_CARRY"/lib/*.xz; do xz -dc "$packed" >"$work/lib/$(basename "$packed" .xz)"; done
+  export LD_LIBRARY_PATH=$work/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   # The programs read tests/data and ../shared where they were built: link them there if absent.
   source_dir=$(cat "$FUZZ_CARRY/source_dir")
   if [ ! -d "$source_dir/tests/data" ]; then
@@ -41,49 +46,58 @@ done
 # -timeout and -rss_limit_mb as scripts/fuzz.sh sets them (its comments say why).
 pids=()
 for target in "$@"; do
-  mkdir -p "$out/new/$target" "$out/artifacts/$target" "$out/logs"
+  mkdir -p "$work/new/$target" "$out/artifacts/$target" "$out/logs"
   "$bin/fuzz_$target" -fork="$workers" -max_total_time="$seconds" -timeout=60 -rss_limit_mb=2048 \
-    -artifact_prefix="$out/artifacts/$target/" "$out/new/$target" "fuzz/corpus/$target" \
+    -artifact_prefix="$out/artifacts/$target/" "$work/new/$target" "fuzz/corpus/$target" \
     >"$out/logs/$target.log" 2>&1 &
   pids+=($!)
 done
 failed=0
 for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
 
-# New inputs that add coverage beyond the committed corpus: merged into a copy of it.
+# New inputs that add coverage beyond the committed corpus: merged into a copy of it, then packed
+# into OUT/kept.tar.xz (thousands of small files).
 for target in "$@"; do
-  merged=$out/merge/$target
+  merged=$work/merge/$target
   rm -rf "$merged" && mkdir -p "$merged" "$out/kept/$target"
   cp "fuzz/corpus/$target"/* "$merged/"
-  timeout 120 "$bin/fuzz_$target" -merge=1 -timeout=60 -rss_limit_mb=2048 "$merged" "$out/new/$target" \
+  timeout 120 "$bin/fuzz_$target" -merge=1 -timeout=60 -rss_limit_mb=2048 "$merged" "$work/new/$target" \
     >"$out/logs/$target.merge.log" 2>&1 || echo "fuzz: $target: merge did not finish" >&2
   for f in "$merged"/*; do
     [ -e "fuzz/corpus/$target/$(basename "$f")" ] || cp "$f" "$out/kept/$target/"
   done
 done
 
+tar -cJf "$out/kept.tar.xz" -C "$out" kept
+
 python3 - "$out" "$seconds" "$workers" "$@" <<'PY'
-import json, re, sys
+import json, re, shutil, sys
 from pathlib import Path
 out, seconds, workers, targets = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
 rows = []
 for t in targets:
     log = (out / "logs" / f"{t}.log").read_text(errors="replace")
-    stats = re.findall(r"^#(\d+): cov: (\d+) .*?oom/timeout/crash: (\d+)/(\d+)/(\d+)", log, re.M)
-    execs, cov, oom, timeouts, crashes = map(int, stats[-1]) if stats else (0, 0, 0, 0, 0)
+    # The fork-mode parent's progress lines: executions and coverage so far.
+    stats = re.findall(r"^#(\d+): cov: (\d+) ", log, re.M)
+    execs, cov = map(int, stats[-1]) if stats else (0, 0)
+    # What it found is what it left in the artifact folder (the parent stops at a crash).
     artifacts = sorted(p.name for p in (out / "artifacts" / t).iterdir())
+    names = {"crash": "crashes", "timeout": "timeouts", "oom": "ooms", "leak": "leaks", "slow-unit": "slow_units"}
+    kinds = {key: sum(a.startswith(prefix + "-") for a in artifacts) for prefix, key in names.items()}
     rows.append({"target": t, "seconds": seconds, "workers": workers, "worker_seconds": seconds * workers,
-                 "executions": execs, "coverage": cov, "ooms": oom, "timeouts": timeouts, "crashes": crashes,
+                 "executions": execs, "coverage": cov, **kinds,
                  "artifacts": artifacts, "new_inputs_kept": len(list((out / "kept" / t).iterdir()))})
 (out / "summary.json").write_text(json.dumps(rows, indent=1) + "\n")
-lines = ["| target | seconds x workers | executions | coverage | new inputs kept | oom / timeout / crash |",
-         "| --- | --- | ---: | ---: | ---: | --- |"]
+lines = ["| target | seconds x workers | executions | coverage | new inputs kept | crash / timeout / oom / leak "
+         "| slow inputs (over 10 s) |", "| --- | --- | ---: | ---: | ---: | --- | ---: |"]
 for r in rows:
     lines.append(f"| `{r['target']}` | {r['seconds']} x {r['workers']} | {r['executions']:,} | {r['coverage']:,} "
-                 f"| {r['new_inputs_kept']} | {r['ooms']} / {r['timeouts']} / {r['crashes']} |")
+                 f"| {r['new_inputs_kept']} | {r['crashes']} / {r['timeouts']} / {r['ooms']} / {r['leaks']} "
+                 f"| {r['slow_units']} |")
 (out / "summary.md").write_text("\n".join(lines) + "\n")
 print("\n".join(lines))
-if any(r["ooms"] or r["timeouts"] or r["crashes"] or r["artifacts"] for r in rows):
+shutil.rmtree(out / "kept")  # packed in kept.tar.xz
+if any(r["crashes"] or r["timeouts"] or r["ooms"] or r["leaks"] for r in rows):
     sys.exit(1)
 PY
 exit $failed

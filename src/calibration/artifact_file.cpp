@@ -8,11 +8,10 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include "file_io/atomic_file.h"
 #include "file_io/model_section.h"
+#include "file_io/read_file.h"
 #include "file_io/sections.h"
 #include "veloxquant/calibration.h"
 #include "veloxquant/error.h"
@@ -137,13 +136,19 @@ CalibrationArtifact parse_calibration(std::span<const uint8_t> bytes) {
 
 std::shared_ptr<const CalibrationArtifact> load_calibration(const std::string& dir, const Spec& spec) {
   const std::string path = calibration_path(dir, spec.method->name);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  std::error_code ec;
+  if (path.find('\0') == std::string::npos && !std::filesystem::exists(path, ec)) {
     throw Error(fmt::format("{}: no calibration artifact '{}'; make one with `veloxquant calibrate "
                             "-m MODEL -f TEXT --kv {} -o {}`", spec.method->name, path,
                             calibrated_spec_text(spec), dir));
   }
-  const std::vector<uint8_t> bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  std::vector<uint8_t> bytes;
+  try {
+    bytes = file_io::read_file(path);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: calibration artifact '{}': {}", spec.method->name, file_io::shown_path(path),
+                            e.what()));
+  }
   auto artifact = std::make_shared<CalibrationArtifact>();
   try {
     *artifact = parse_calibration(bytes);

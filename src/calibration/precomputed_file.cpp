@@ -9,13 +9,12 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <mutex>
 #include <set>
 
 #include "core/precomputed.h"
 #include "file_io/atomic_file.h"
+#include "file_io/read_file.h"
 #include "file_io/sections.h"
 #include "veloxquant/cache.h"
 #include "veloxquant/calibration.h"
@@ -31,13 +30,17 @@ constexpr std::string_view kTableTag = "TABL";
 constexpr uint32_t kLastKind = static_cast<uint32_t>(TableKind::GaussianCodebook);
 
 std::vector<uint8_t> read_whole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  std::error_code ec;
+  if (path.find('\0') == std::string::npos && !std::filesystem::exists(path, ec)) {
     throw Error(fmt::format("no precomputed tables '{}'; make them with `veloxquant precompute --kv SPEC "
                             "--head-dim D --layers L -o DIR`",
                             path));
   }
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  try {
+    return file_io::read_file(path);
+  } catch (const Error& e) {
+    throw Error(fmt::format("precomputed tables '{}': {}", file_io::shown_path(path), e.what()));
+  }
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,15 @@ TEST(Calibration, AMissingArtifactSaysHowToMakeIt) {
       [&] { KVCache cache("kvquant_nuq:artifacts=" + dir.file("none"), LayerShape{1, 16, 0, 0}); });
   EXPECT_CONTAINS(message, "no calibration artifact");
   EXPECT_CONTAINS(message, "veloxquant calibrate");
+}
+
+TEST(Calibration, AnArtifactThatIsADirectoryIsRefusedByName) {
+  TempDir dir;
+  std::filesystem::create_directory(dir.file("kvquant_nuq.vqcal"));
+  EXPECT_CONTAINS(test::error_message<Error>([&] {
+                    KVCache cache("kvquant_nuq:artifacts=" + dir.path.string(), LayerShape{1, 16, 0, 0});
+                  }),
+                  "calibration artifact '" + dir.file("kvquant_nuq.vqcal") + "': it is a directory");
 }
 
 TEST(Calibration, OnlyCalibratedMethodsCalibrate) {

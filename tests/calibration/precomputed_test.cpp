@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <random>
 #include <set>
 #include <string>
@@ -132,6 +133,20 @@ TEST(Precomputed, RefusesMissingDamagedAndOtherVersionFiles) {
   // Loading names the file; a damaged file is never used.
   test::write_bytes(path, flipped);
   EXPECT_CONTAINS(test::error_message<FormatError>([&] { load_precomputed(d); }), path);
+  forget_loaded_tables();
+}
+
+TEST(Precomputed, RefusesADirectoryAndAPathHoldingANulByte) {
+  // Found by the spec fuzzer: "polar:bits=2,artifacts=/\0..." read the root directory (the
+  // system saw the path up to the NUL), and the failed read escaped as std::ios_base::failure.
+  TempDir dir;
+  std::filesystem::create_directory(precomputed_path(dir.path.string()));
+  EXPECT_CONTAINS(test::error_message<Error>([&] { load_precomputed(dir.path.string()); }),
+                  "it is a directory; expected a file");
+  const std::string nul = dir.path.string() + std::string(1, '\0') + "x";
+  EXPECT_CONTAINS(test::error_message<Error>(
+                      [&] { const KVCache c("polar:bits=2,artifacts=" + nul, LayerShape{}); }),
+                  "its path holds a NUL byte");
   forget_loaded_tables();
 }
 

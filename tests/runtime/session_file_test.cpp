@@ -160,6 +160,14 @@ TEST(SessionFile, AnotherFormatVersionIsRefused) {
                 "': format version 1; expected version 2, the only one this build reads");
 }
 
+TEST(SessionFile, ADirectoryOrAMissingFileIsRefusedByName) {
+  TempDir dir;
+  EXPECT_EQ(test::error_message<Error>([&] { read_session_file(dir.path.string()); }),
+            "session file '" + dir.path.string() + "': it is a directory; expected a file");
+  EXPECT_EQ(test::error_message<Error>([&] { read_session_file(dir.file("none.vqs")); }),
+            "session file '" + dir.file("none.vqs") + "': cannot open it: No such file or directory");
+}
+
 TEST(SessionFile, MoreTokensThanTheContextAreRefused) {
   TempDir dir;
   save_prompt(test::stories_model(), "fp16", 40, dir.file("s.vqs"));

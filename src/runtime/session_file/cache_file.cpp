@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "file_io/atomic_file.h"
+#include "file_io/read_file.h"
 #include "runtime/session_file/format.h"
 #include "runtime/session_file/sections.h"
 #include "veloxquant/error.h"
@@ -159,7 +160,7 @@ void save_caches(std::span<const KVCache* const> caches, const std::string& path
 
 std::vector<KVCache> load_caches(const std::string& path) {
   try {
-    return parse_cache_file(read_file(path));
+    return parse_cache_file(file_io::read_file(path));
   } catch (const FormatError& e) {
     throw FormatError(fmt::format("cache file '{}': {}", path, e.what()));
   } catch (const Error& e) {

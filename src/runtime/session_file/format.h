@@ -49,9 +49,6 @@ std::vector<MethodArtifact> artifacts_of(const KVCache& cache);
 std::vector<KVCache> restore_caches(std::vector<KVCache> caches, std::vector<SessionFile::Layer> layers,
                                     const std::vector<MethodArtifact>& artifacts);
 
-// Reads a whole file. Throws Error naming the system's reason when it cannot.
-std::vector<uint8_t> read_file(const std::string& path);
-
 // One cache per layer from the parsed streams, each checked against its codecs (FormatError
 // naming the layer and stream otherwise). Throws Error naming both when the artifact the spec
 // loads now is not the one the file lists. `shapes`: the model's layers as a session builds them

@@ -5,9 +5,9 @@
 
 #include <cmath>
 #include <cstring>
-#include <fstream>
 
 #include "core/xxhash64.h"
+#include "file_io/read_file.h"
 #include "runtime/session_file/format.h"
 #include "runtime/session_file/sections.h"
 #include "veloxquant/error.h"
@@ -96,7 +96,7 @@ SessionFile parse_session_file(std::span<const uint8_t> bytes) {
 
 SessionFile read_session_file(const std::string& path) {
   try {
-    return parse_session_file(session_file::read_file(path));
+    return parse_session_file(file_io::read_file(path));
   } catch (const FormatError& e) {
     throw FormatError(fmt::format("session file '{}': {}", path, e.what()));
   } catch (const Error& e) {

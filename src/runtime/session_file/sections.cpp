@@ -1,10 +1,6 @@
 // The payloads session files and cache files share: the artifact list and a cache stream.
 #include "runtime/session_file/sections.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-
 namespace veloxquant::session_file {
 
 void put_stream(SectionBuilder& s, const CacheStream& stream) {
@@ -99,16 +95,6 @@ SessionFile::Layer read_layer(PayloadReader r, uint32_t index, uint64_t tokens, 
     layer.values.push_back(read_stream(r, tokens, head_dim, fmt::format("the values of KV head {}", h)));
   r.expect_end();
   return layer;
-}
-
-std::vector<uint8_t> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw Error(fmt::format("cannot open it: {}", std::strerror(errno)));
-  std::vector<uint8_t> bytes(static_cast<size_t>(in.tellg()));
-  in.seekg(0);
-  if (!in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size())))
-    throw Error("reading it failed");
-  return bytes;
 }
 
 }  // namespace veloxquant::session_file
