@@ -1,6 +1,7 @@
 // The HTTP front: cpp-httplib routes, each request parsed (openai_api.h), submitted to the
 // scheduler and answered whole or as server-sent events while its text comes.
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <cmath>
@@ -243,10 +244,21 @@ Server::~Server() = default;
 
 void Server::listen() {
   Impl& s = *impl_;
+  // httplib listens with a backlog of 5: a burst of clients overflows the accept queue while the
+  // accept loop is slow (a loaded machine), and some then see their connection reset. The bound
+  // socket is the last one httplib configured; listening again on it raises the backlog.
+  std::atomic<socket_t> bound{INVALID_SOCKET};
+  s.http.set_socket_options([&bound](socket_t sock) {
+    httplib::default_socket_options(sock);
+    bound = sock;
+  });
   if (!s.http.bind_to_port(s.options.host, s.options.port)) {
     throw Error("cannot listen on " + s.options.host + ":" + std::to_string(s.options.port) +
                 " (in use, or not an address of this machine)");
   }
+  s.http.set_socket_options(httplib::default_socket_options);  // drops the reference to `bound`
+  // If this fails, httplib's backlog stays, which still serves.
+  if (bound != INVALID_SOCKET) (void)::listen(bound, SOMAXCONN);
   s.http.listen_after_bind();
 }
 
