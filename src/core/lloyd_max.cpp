@@ -225,4 +225,22 @@ ScalarCodebook lloyd_max_sphere_coordinate(unsigned bits, size_t dim) {
   }));
 }
 
+ResidualStages gaussian_residual_stages(unsigned bits) {
+  ResidualStages s;
+  s.gaussian = lloyd_max_gaussian(bits);
+  // Laplace(0, b) has variance 2 b^2; match it to the first stage's residual variance.
+  s.laplacian = lloyd_max_laplacian(bits, std::sqrt(s.gaussian.distortion / 2));
+  return s;
+}
+
+std::vector<float> residual_joint_table(const ResidualStages& s, unsigned bits, double scale) {
+  const size_t levels = size_t{1} << bits;
+  std::vector<float> table(levels * levels);
+  for (size_t i2 = 0; i2 < levels; ++i2)
+    for (size_t i1 = 0; i1 < levels; ++i1)
+      table[i1 | i2 << bits] = static_cast<float>(
+          (static_cast<double>(s.gaussian.centroids[i1]) + s.laplacian.centroids[i2]) * scale);
+  return table;
+}
+
 }  // namespace veloxquant

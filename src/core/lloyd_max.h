@@ -31,4 +31,14 @@ ScalarCodebook lloyd_max_laplacian(unsigned bits, double b = 1.0);
 // unit key): density proportional to (1 - x^2)^((dim - 3) / 2) on [-1, 1].
 ScalarCodebook lloyd_max_sphere_coordinate(unsigned bits, size_t dim);
 
+// Two-stage residual scalar quantization of N(0, 1) values (turboquant_rvq): the Gaussian
+// Lloyd-Max levels, then Laplacian levels for the first stage's residual, scaled to its known
+// variance (the first stage's distortion D1: Laplace scale sqrt(D1 / 2)).
+struct ResidualStages {
+  ScalarCodebook gaussian, laplacian;
+};
+ResidualStages gaussian_residual_stages(unsigned bits);
+// The values of the joint codes i1 | i2 << bits: (gaussian[i1] + laplacian[i2]) * scale.
+std::vector<float> residual_joint_table(const ResidualStages& s, unsigned bits, double scale);
+
 }  // namespace veloxquant

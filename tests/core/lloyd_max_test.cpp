@@ -126,6 +126,25 @@ TEST(LloydMax, LaplacianSymmetricAndScaled) {
     EXPECT_LT(lloyd_max_laplacian(bits).distortion, lloyd_max_laplacian(bits - 1).distortion);
 }
 
+TEST(LloydMax, ResidualStagesMatchTheResidualVarianceAndJoinIntoOneTable) {
+  for (unsigned bits = 1; bits <= 3; ++bits) {
+    const ResidualStages s = gaussian_residual_stages(bits);
+    EXPECT_EQ(s.gaussian.centroids, lloyd_max_gaussian(bits).centroids);
+    // Laplace(0, b) has variance 2 b^2: the second stage's scale is sqrt(D1 / 2).
+    const double b = std::sqrt(s.gaussian.distortion / 2);
+    EXPECT_EQ(s.laplacian.centroids, lloyd_max_laplacian(bits, b).centroids);
+    // Together they quantize N(0, 1) better than the first stage alone.
+    EXPECT_LT(s.laplacian.distortion, s.gaussian.distortion);
+    const size_t levels = size_t{1} << bits;
+    const std::vector<float> table = residual_joint_table(s, bits, 0.5);
+    ASSERT_EQ(table.size(), levels * levels);
+    for (size_t i2 = 0; i2 < levels; ++i2)
+      for (size_t i1 = 0; i1 < levels; ++i1)
+        EXPECT_FLOAT_EQ(table[i1 | i2 << bits],
+                        0.5f * (s.gaussian.centroids[i1] + s.laplacian.centroids[i2]));
+  }
+}
+
 TEST(LloydMax, GenericDensityAndDeterminism) {
   const auto pdf = [](double x) { return x * x; };
   const ScalarCodebook a = lloyd_max(pdf, -1, 1, 4), b = lloyd_max(pdf, -1, 1, 4);

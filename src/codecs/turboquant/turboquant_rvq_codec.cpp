@@ -8,33 +8,16 @@
 namespace veloxquant::turboquant {
 
 TurboQuantRvqCodec::TurboQuantRvqCodec(size_t dim, unsigned bits, uint64_t rotation_seed)
-    : TurboQuantRvqCodec(dim, bits, solve(bits), rotation_seed) {}
+    : TurboQuantRvqCodec(dim, bits, gaussian_residual_stages(bits), rotation_seed) {}
 
-TurboQuantRvqCodec::TurboQuantRvqCodec(size_t dim, unsigned bits, Stages stages,
+TurboQuantRvqCodec::TurboQuantRvqCodec(size_t dim, unsigned bits, ResidualStages stages,
                                        uint64_t rotation_seed)
-    : RotatedTableCodec(dim, 2 * bits, joint_table(stages, bits, dim), rotation_seed,
-                        2 * (size_t{1} << bits) * sizeof(float)),
-      bits_(bits), scale_(static_cast<float>(std::sqrt(static_cast<double>(dim)))),
+    : RotatedTableCodec(dim, 2 * bits,
+                        residual_joint_table(stages, bits, 1.0 / std::sqrt(static_cast<double>(dim))),
+                        rotation_seed, 2 * (size_t{1} << bits) * sizeof(float)),
+      bits_(bits),
+      scale_(stage_scale(dim)),
       stages_(std::move(stages)) {}
-
-TurboQuantRvqCodec::Stages TurboQuantRvqCodec::solve(unsigned bits) {
-  Stages s;
-  s.gaussian = lloyd_max_gaussian(bits);
-  // Laplace(0, b) has variance 2 b^2; match it to the stage-1 residual variance.
-  s.laplacian = lloyd_max_laplacian(bits, std::sqrt(s.gaussian.distortion / 2));
-  return s;
-}
-
-std::vector<float> TurboQuantRvqCodec::joint_table(const Stages& s, unsigned bits, size_t dim) {
-  const size_t levels = size_t{1} << bits;
-  const double inv_scale = 1.0 / std::sqrt(static_cast<double>(dim));
-  std::vector<float> table(levels * levels);
-  for (size_t i2 = 0; i2 < levels; ++i2)
-    for (size_t i1 = 0; i1 < levels; ++i1)
-      table[i1 | i2 << bits] = static_cast<float>(
-          (static_cast<double>(s.gaussian.centroids[i1]) + s.laplacian.centroids[i2]) * inv_scale);
-  return table;
-}
 
 void TurboQuantRvqCodec::choose_codes(const float* y, uint8_t* codes) const {
   const size_t d = dim();

@@ -9,6 +9,8 @@
 // (c1[i1] + c2[i2]) / sqrt(dim), so decoding and attention are the same as turboquant_mse's.
 #pragma once
 
+#include <cmath>
+
 #include "codecs/turboquant/rotated_table_codec.h"
 #include "core/lloyd_max.h"
 
@@ -19,18 +21,18 @@ class TurboQuantRvqCodec final : public RotatedTableCodec {
   // REQUIRES: dim >= 1, 1 <= bits <= 4 (bits per stage).
   TurboQuantRvqCodec(size_t dim, unsigned bits, uint64_t rotation_seed);
 
+  // sqrt(dim) in f32: stage 1 quantizes u = stage_scale(dim) * y (unit-vector coordinates to
+  // unit variance). The stages are gaussian_residual_stages(bits) (core/lloyd_max.h); the joint
+  // table is residual_joint_table(stages, bits, 1 / sqrt(dim)).
+  static float stage_scale(size_t dim) { return static_cast<float>(std::sqrt(static_cast<double>(dim))); }
+
  private:
-  struct Stages {
-    ScalarCodebook gaussian, laplacian;
-  };
-  TurboQuantRvqCodec(size_t dim, unsigned bits, Stages stages, uint64_t rotation_seed);
-  static Stages solve(unsigned bits);
-  static std::vector<float> joint_table(const Stages& s, unsigned bits, size_t dim);
+  TurboQuantRvqCodec(size_t dim, unsigned bits, ResidualStages stages, uint64_t rotation_seed);
   void choose_codes(const float* y, uint8_t* codes) const override;
 
   unsigned bits_;
-  float scale_;  // sqrt(dim): unit-vector coordinates to unit variance
-  Stages stages_;
+  float scale_;  // stage_scale(dim)
+  ResidualStages stages_;
 };
 
 }  // namespace veloxquant::turboquant
