@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -73,18 +74,27 @@ vc::CacheConfig config_for(const Method& m, size_t batch, size_t capacity) {
   const bool windowed = m.format == "kivi" || m.format == "qjl";
   c.residual = windowed ? 128 : 0;
   c.rope.dims = kDim;
-  const bool prod = m.format == "turboquant_prod";
-  if (m.format == "turboquant_mse" || prod) {
+  const bool prod = m.format == "turboquant_prod", rvq = m.format == "turboquant_rvq";
+  if (m.format == "turboquant_mse" || prod || rvq) {
     auto t = std::make_shared<vc::TurboQuantTables>();
     for (uint64_t tag : {1, 2}) {
       vq::Rng rng(vq::derive_seed(0, {0, tag}));
       auto& signs = tag == 1 ? t->key_signs : t->value_signs;
       for (size_t i = 0; i < kDim; ++i) signs.push_back(rng.sign());
     }
-    const vq::ScalarCodebook values = vq::lloyd_max_sphere_coordinate(m.bits, kDim);
-    const vq::ScalarCodebook keys = prod ? vq::lloyd_max_sphere_coordinate(m.bits - 1, kDim) : values;
-    t->key_centroids = keys.centroids, t->value_centroids = values.centroids;
-    t->key_boundaries = keys.boundaries, t->value_boundaries = values.boundaries;
+    if (rvq) {  // m.bits: both stages' bits
+      const vq::ResidualStages stages = vq::gaussian_residual_stages(m.bits / 2);
+      t->key_centroids = t->value_centroids = vq::residual_joint_table(stages, m.bits / 2,
+                                                                       1.0 / std::sqrt(double(kDim)));
+      t->stage1_levels = stages.gaussian.centroids, t->stage1_boundaries = stages.gaussian.boundaries;
+      t->stage2_boundaries = stages.laplacian.boundaries;
+      t->stage_scale = std::sqrt(float(kDim));
+    } else {
+      const vq::ScalarCodebook values = vq::lloyd_max_sphere_coordinate(m.bits, kDim);
+      const vq::ScalarCodebook keys = prod ? vq::lloyd_max_sphere_coordinate(m.bits - 1, kDim) : values;
+      t->key_centroids = keys.centroids, t->value_centroids = values.centroids;
+      t->key_boundaries = keys.boundaries, t->value_boundaries = values.boundaries;
+    }
     if (prod) {
       vq::Rng rng(vq::derive_seed(0, {0, 3}));
       for (size_t i = 0; i < kDim * kDim; ++i) t->key_sketch.push_back(static_cast<float>(rng.normal()));
@@ -147,11 +157,19 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "veloxquant_cuda_bench: cannot write %s\n", out_path);
     return 2;
   }
-  const std::vector<Method> methods = {
-      {"fp16", "fp16", 16},         {"kivi2", "kivi", 2},         {"kivi4", "kivi", 4},
-      {"tq_mse2", "turboquant_mse", 2}, {"tq_mse3", "turboquant_mse", 3}, {"tq_mse4", "turboquant_mse", 4},
-      {"tq_prod2", "turboquant_prod", 2}, {"tq_prod3", "turboquant_prod", 3}, {"tq_prod4", "turboquant_prod", 4},
-      {"qjl2", "qjl", 2},           {"qjl4", "qjl", 4}};
+  const std::vector<Method> methods = {{"fp16", "fp16", 16},
+                                       {"kivi2", "kivi", 2},
+                                       {"kivi4", "kivi", 4},
+                                       {"tq_mse2", "turboquant_mse", 2},
+                                       {"tq_mse3", "turboquant_mse", 3},
+                                       {"tq_mse4", "turboquant_mse", 4},
+                                       {"tq_prod2", "turboquant_prod", 2},
+                                       {"tq_prod3", "turboquant_prod", 3},
+                                       {"tq_prod4", "turboquant_prod", 4},
+                                       {"tq_rvq1", "turboquant_rvq", 2},
+                                       {"tq_rvq2", "turboquant_rvq", 4},
+                                       {"qjl2", "qjl", 2},
+                                       {"qjl4", "qjl", 4}};
   const std::vector<size_t> batches = {1, 8};
   const std::vector<size_t> lengths = quick ? std::vector<size_t>{4096, 131072} : std::vector<size_t>{4096, 32768, 131072};
   try {

@@ -1,6 +1,8 @@
 # The perplexity runs that compare the GPU runtime with the CPU runtime (sourced by
 # bench/cuda/runtime_h200.sh and bench/cuda/cpu_spread.sh): every method with CUDA kernels, at 2
-# and 4 bits, on the project's models as MODEL:CHUNKS of WikiText-2 at context 2048.
+# and 4 bits (turboquant_rvq: 1 and 2 bits per stage), on the project's models as MODEL:CHUNKS of
+# WikiText-2 at context 2048.
 parity_specs=(fp16 kivi:kbits=2,vbits=2 kivi:kbits=4,vbits=4 turboquant_mse:bits=4,vbits=4 turboquant_mse:bits=2,vbits=2
-              turboquant_prod:bits=4,vbits=4 turboquant_prod:bits=2,vbits=2 qjl:vbits=2 qjl:vbits=4)
+              turboquant_prod:bits=4,vbits=4 turboquant_prod:bits=2,vbits=2 turboquant_rvq:bits=1,vbits=1
+              turboquant_rvq:bits=2,vbits=2 qjl:vbits=2 qjl:vbits=4)
 parity_models=(vq-hd128:8 vq-hd64:2)

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -113,7 +114,7 @@ TEST(DeviceCacheConfig, SupportsIsTheConfigurationsAnswer) {
   std::string listed;
   for (const MethodInfo& m : registered_methods())
     if (m.cuda_config) listed += (listed.empty() ? "" : ", ") + m.name;
-  EXPECT_EQ(listed, "fp16, kivi, turboquant_mse, turboquant_prod, qjl");
+  EXPECT_EQ(listed, "fp16, kivi, turboquant_mse, turboquant_prod, turboquant_rvq, qjl");
   EXPECT_CONTAINS(cuda::supports(parse_spec("palu"), kShape).reason, "the CUDA backend runs " + listed + "; palu");
 }
 
@@ -138,14 +139,20 @@ void rotate(std::vector<float>& y, const std::vector<float>& signs, const std::v
   y = out;
 }
 
+// The index of x's level: the count of boundaries <= x.
+size_t count_below(const std::vector<float>& boundaries, float x) {
+  return static_cast<size_t>(std::upper_bound(boundaries.begin(), boundaries.end(), x) - boundaries.begin());
+}
+
 // The encode and decode of one row with the configured tables, in the CPU codec's order of
 // operations: the cache holds a block's rows in fp16 until it encodes them, then
 // y = R x / |x|, codes by the boundaries, x = |x| R^T c. With a sketch S (turboquant_prod's keys)
 // the decoded rotated row also gets sqrt(pi/2) / d * rho * S^T sign(S r), r = y - c the residual
 // and rho = |x| |r|.
+// `code` gives a rotated unit coordinate's index into centroids.
 std::vector<float> decode_with_tables(std::vector<float> x, const std::vector<float>& signs,
                                       const std::vector<float>& matrix, const std::vector<float>& centroids,
-                                      const std::vector<float>& boundaries,
+                                      const std::function<size_t(float)>& code,
                                       const std::vector<float>& sketch = {}) {
   const size_t d = x.size();
   for (float& v : x) v = f16_to_f32(f32_to_f16(v));
@@ -157,7 +164,7 @@ std::vector<float> decode_with_tables(std::vector<float> x, const std::vector<fl
   double residual2 = 0;
   for (size_t i = 0; i < d; ++i) {
     const float unit = y[i] * inv;
-    const float level = centroids[static_cast<size_t>(std::upper_bound(boundaries.begin(), boundaries.end(), unit) - boundaries.begin())];
+    const float level = centroids[code(unit)];
     r[i] = unit - level;
     residual2 += double{r[i]} * r[i];
     y[i] = norm * level;
@@ -211,13 +218,15 @@ TEST(DeviceCacheConfig, TurboQuantTablesReproduceTheCpuCodec) {
           const auto slice = [&](const std::vector<float>& a) {
             return std::vector<float>(a.begin() + row * dim, a.begin() + (row + 1) * dim);
           };
+          const auto key_code = [&](float u) { return count_below(t.key_boundaries, u); };
+          const auto value_code = [&](float u) { return count_below(t.value_boundaries, u); };
           EXPECT_LT(test::relative_l2(decode_with_tables(slice(k), t.key_signs, t.key_rotation,
-                                                         t.key_centroids, t.key_boundaries, t.key_sketch),
+                                                         t.key_centroids, key_code, t.key_sketch),
                                       slice(cpu_k)),
                     1e-5)
               << where << " key row " << row;
           EXPECT_LT(test::relative_l2(decode_with_tables(slice(v), t.value_signs, t.value_rotation,
-                                                         t.value_centroids, t.value_boundaries),
+                                                         t.value_centroids, value_code),
                                       slice(cpu_v)),
                     1e-5)
               << where << " value row " << row;
@@ -225,6 +234,58 @@ TEST(DeviceCacheConfig, TurboQuantTablesReproduceTheCpuCodec) {
       }
     }
   }
+}
+
+// turboquant_rvq: the joint table and the two stages' tables, with the rotations, reproduce the
+// CPU cache: stage 1 counts the Gaussian boundaries at or below u = stage_scale * y, stage 2 the
+// Laplacian ones at or below u - level, and the joint code i1 | i2 << bits indexes the table.
+TEST(DeviceCacheConfig, TurboQuantRvqStagesReproduceTheCpuCodec) {
+  for (const size_t dim : {kDim, size_t{96}, size_t{80}}) {
+    const LayerShape shape{2, dim, 3, 11, 6};
+    for (unsigned bits : {1u, 2u}) {
+      const std::string spec = "turboquant_rvq:bits=" + std::to_string(bits) +
+                               ",vbits=" + std::to_string(bits);
+      const std::string where = spec + " head_dim " + std::to_string(dim);
+      const cuda::CacheConfig c = device_cache_config(spec, shape, 1, 64);
+      ASSERT_EQ(c.format, "turboquant_rvq");
+      EXPECT_EQ(c.bits, 2 * bits);
+      const auto* tables = cuda::tables_of<cuda::TurboQuantTables>(c);
+      ASSERT_NE(tables, nullptr) << where;
+      const cuda::TurboQuantTables& t = *tables;
+      ASSERT_EQ(t.key_centroids.size(), size_t{1} << (2 * bits));
+      ASSERT_EQ(t.stage1_levels.size(), size_t{1} << bits);
+      EXPECT_TRUE(t.key_boundaries.empty() && t.value_boundaries.empty()) << where;
+      const auto joint_code = [&](float unit) {
+        const float u = t.stage_scale * unit;
+        const size_t first = count_below(t.stage1_boundaries, u);
+        return first | count_below(t.stage2_boundaries, u - t.stage1_levels[first]) << bits;
+      };
+      KVCache cache(spec, shape);
+      const size_t tokens = 16, n = tokens * shape.kv_heads * dim;
+      const std::vector<float> k = test::gaussian(n, 500 + bits), v = test::gaussian(n, 600 + bits);
+      cache.append(TensorView::f32(k.data(), {tokens, shape.kv_heads, dim}),
+                   TensorView::f32(v.data(), {tokens, shape.kv_heads, dim}));
+      const std::vector<float> cpu_k = cache.decode_keys(), cpu_v = cache.decode_values();
+      for (size_t row = 0; row < tokens * shape.kv_heads; ++row) {
+        const auto slice = [&](const std::vector<float>& a) {
+          return std::vector<float>(a.begin() + row * dim, a.begin() + (row + 1) * dim);
+        };
+        EXPECT_LT(test::relative_l2(decode_with_tables(slice(k), t.key_signs, t.key_rotation, t.key_centroids,
+                                                       joint_code),
+                                    slice(cpu_k)),
+                  1e-5)
+            << where << " key row " << row;
+        EXPECT_LT(test::relative_l2(decode_with_tables(slice(v), t.value_signs, t.value_rotation,
+                                                       t.value_centroids, joint_code),
+                                    slice(cpu_v)),
+                  1e-5)
+            << where << " value row " << row;
+      }
+    }
+  }
+  EXPECT_CONTAINS(refusal("turboquant_rvq:bits=3,vbits=3"),
+                  "turboquant_rvq bits 3 per stage; expected 1 or 2");
+  EXPECT_CONTAINS(refusal("turboquant_rvq:bits=1,vbits=2"), "bits=1 and vbits=2");
 }
 
 // qjl: the sizes make() settles on for the head_dim, and a sketch that reproduces the CPU codec's

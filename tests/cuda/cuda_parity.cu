@@ -317,7 +317,7 @@ std::vector<Case> generated_cases() {
   std::vector<std::string> specs;
   for (const vq::MethodInfo& m : vq::registered_methods()) {
     if (!m.cuda_config) continue;
-    for (long b : {0, 2, 3, 4})
+    for (long b : {0, 1, 2, 3, 4})
       if (const auto spec = at_bits(m, b)) specs.push_back(*spec);
   }
   for (const std::string& spec : specs) {

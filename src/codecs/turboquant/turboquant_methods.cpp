@@ -54,7 +54,7 @@ MethodInfo turboquant_mse_method() {
     return c;
   };
   m.cuda_config = [](const Params& p, const LayerShape& s, cuda::CacheConfig& c) {
-    return turboquant::cuda_config(false, p, s, c);
+    return turboquant::cuda_config(cuda::TurboQuantKind::Mse, p, s, c);
   };
   return m;
 }
@@ -81,7 +81,7 @@ MethodInfo turboquant_prod_method() {
     return c;
   };
   m.cuda_config = [](const Params& p, const LayerShape& s, cuda::CacheConfig& c) {
-    return turboquant::cuda_config(true, p, s, c);
+    return turboquant::cuda_config(cuda::TurboQuantKind::Prod, p, s, c);
   };
   return m;
 }
@@ -106,6 +106,9 @@ MethodInfo turboquant_rvq_method() {
     c.value = std::make_unique<TurboQuantRvqCodec>(s.head_dim, param_bits(p, "vbits"),
                                                    turboquant_stream_seed(s, TurboQuantStream::ValueRotation));
     return c;
+  };
+  m.cuda_config = [](const Params& p, const LayerShape& s, cuda::CacheConfig& c) {
+    return turboquant::cuda_config(cuda::TurboQuantKind::Rvq, p, s, c);
   };
   return m;
 }

@@ -5,7 +5,7 @@
 // stage (in registers and warp shuffles while a pair sits inside one warp) and the 1/sqrt(d)
 // scale, or at head_dim 80 and 96 the dense rotation's row c dotted with x from coordinate 0 up,
 // a multiply and an add at a time; the 1/norm scale, then the count of codebook boundaries <= y;
-// so the records match bytewise.
+// so the records match bytewise. turboquant_rvq takes the same steps up to its two stages' counts.
 // turboquant_prod's keys (turboquant/turboquant_prod_codec.cpp) go on: the residual r = y - level
 // (its squared norm summed in double like the norm), the sketch S r (a thread per row; its sum
 // runs in another order than the CPU's SIMD dot, so a sign may differ where S r is within
@@ -89,9 +89,21 @@ __global__ void turboquant_append_kernel(AppendParams p, int bits, TurboQuantDev
   } else {
     v = 0;
   }
-  const float* bounds = key ? tq.key_boundaries : tq.value_boundaries;
   unsigned code = 0;
-  for (int i = 0; i < (1 << code_bits) - 1; ++i) code += bounds[i] <= v ? 1u : 0u;
+  if (tq.stage1_levels != nullptr) {
+    // turboquant_rvq (turboquant_rvq_codec.cpp): u = sqrt(d) y by its Gaussian levels, the
+    // residual by its Laplacian ones, both indices in one code.
+    const int stage_bits = bits / 2, stage_bounds = (1 << stage_bits) - 1;
+    const float u = __fmul_rn(tq.stage_scale, v);
+    unsigned first = 0, second = 0;
+    for (int i = 0; i < stage_bounds; ++i) first += tq.stage1_boundaries[i] <= u ? 1u : 0u;
+    const float r = __fsub_rn(u, tq.stage1_levels[first]);
+    for (int i = 0; i < stage_bounds; ++i) second += tq.stage2_boundaries[i] <= r ? 1u : 0u;
+    code = first | second << stage_bits;
+  } else {
+    const float* bounds = key ? tq.key_boundaries : tq.value_boundaries;
+    for (int i = 0; i < (1 << code_bits) - 1; ++i) code += bounds[i] <= v ? 1u : 0u;
+  }
   codes[c] = static_cast<uint8_t>(code);
   float rho = 0;
   if (prod) {

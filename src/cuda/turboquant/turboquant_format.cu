@@ -1,8 +1,9 @@
-// TurboQuant on the GPU (turboquant_mse, turboquant_prod): rotated Lloyd-Max codes with a norm per
-// token (a Hadamard rotation with random signs, or a dense orthogonal matrix at head sizes that are
-// not powers of two), and turboquant_prod's sign bits of the keys' sketched residual. The
-// rotations, codebooks and sketch are the CPU codecs' (TurboQuantTables), counted once per
-// sequence.
+// TurboQuant on the GPU (turboquant_mse, turboquant_prod, turboquant_rvq): rotated Lloyd-Max
+// codes with a norm per token (a Hadamard rotation with random signs, or a dense orthogonal matrix
+// at head sizes that are not powers of two), turboquant_prod's sign bits of the keys' sketched
+// residual, turboquant_rvq's two stages in one code that indexes their joint table (its attention
+// is turboquant_mse's). The rotations, codebooks and sketch are the CPU codecs'
+// (TurboQuantTables), counted once per sequence as the CPU codecs count them.
 #include <cmath>
 #include <memory>
 
@@ -19,12 +20,12 @@ DeviceArray<float> upload(const std::vector<float>& host) { return DeviceArray<f
 
 class TurboQuantFormat final : public DeviceFormat {
  public:
-  TurboQuantFormat(const CacheConfig& c, const TurboQuantTables& t, bool prod)
-      : prod_(prod),
+  TurboQuantFormat(const CacheConfig& c, const TurboQuantTables& t, TurboQuantKind kind)
+      : prod_(kind == TurboQuantKind::Prod),
         dim_(c.head_dim),
         bits_(c.bits),
-        key_state_(state_bytes(t.key_rotation.size(), t.key_centroids.size() + t.key_sketch.size())),
-        value_state_(state_bytes(t.value_rotation.size(), t.value_centroids.size())),
+        key_state_(state_bytes(t.key_rotation.size(), codebook_floats(t, true))),
+        value_state_(state_bytes(t.value_rotation.size(), codebook_floats(t, false))),
         key_signs_(upload(t.key_signs)),
         value_signs_(upload(t.value_signs)),
         key_rotation_(upload(t.key_rotation)),
@@ -32,8 +33,12 @@ class TurboQuantFormat final : public DeviceFormat {
         key_bounds_(upload(t.key_boundaries)),
         value_bounds_(upload(t.value_boundaries)),
         key_levels_(upload(t.key_centroids)),
-        value_levels_(upload(t.value_centroids)) {
-    if (prod) {
+        value_levels_(upload(t.value_centroids)),
+        stage1_levels_(upload(t.stage1_levels)),
+        stage1_bounds_(upload(t.stage1_boundaries)),
+        stage2_bounds_(upload(t.stage2_boundaries)),
+        stage_scale_(t.stage_scale) {
+    if (prod_) {
       // Transposed, so that the kernels' threads (one per sketch row) read adjacent floats.
       std::vector<float> transposed(dim_ * dim_);
       for (size_t r = 0; r < dim_; ++r)
@@ -50,7 +55,8 @@ class TurboQuantFormat final : public DeviceFormat {
                              TurboQuantDevice{key_signs_.ptr, value_signs_.ptr, key_rotation_.ptr,
                                               value_rotation_.ptr, key_bounds_.ptr, value_bounds_.ptr,
                                               key_levels_.ptr, key_sketch_.ptr,
-                                              1.0f / std::sqrt(static_cast<float>(dim_))},
+                                              1.0f / std::sqrt(static_cast<float>(dim_)), stage1_levels_.ptr,
+                                              stage1_bounds_.ptr, stage2_bounds_.ptr, stage_scale_},
                              s);
   }
   SplitKernel split_kernel(AttendParams& p) const override {
@@ -67,6 +73,12 @@ class TurboQuantFormat final : public DeviceFormat {
   size_t state_bytes(size_t matrix_floats, size_t floats) const {
     return (matrix_floats ? sizeof(float) * matrix_floats : (dim_ + 7) / 8) + sizeof(float) * floats;
   }
+  // The floats a stream's codebooks take on the CPU: its levels (and prod's sketch), or
+  // turboquant_rvq's two stage codebooks, not the joint table built from them.
+  static size_t codebook_floats(const TurboQuantTables& t, bool key) {
+    if (!t.stage1_levels.empty()) return 2 * t.stage1_levels.size();
+    return key ? t.key_centroids.size() + t.key_sketch.size() : t.value_centroids.size();
+  }
 
   bool prod_;
   size_t dim_;
@@ -74,18 +86,22 @@ class TurboQuantFormat final : public DeviceFormat {
   size_t key_state_, value_state_;
   DeviceArray<float> key_signs_, value_signs_, key_rotation_, value_rotation_;  // one pair is empty
   DeviceArray<float> key_bounds_, value_bounds_, key_levels_, value_levels_;
-  DeviceArray<float> key_sketch_;  // prod: S^T; empty for turboquant_mse
+  DeviceArray<float> key_sketch_;                                     // prod: S^T; empty otherwise
+  DeviceArray<float> stage1_levels_, stage1_bounds_, stage2_bounds_;  // rvq; empty otherwise
+  float stage_scale_;
 };
 
-template <bool PROD>
+template <TurboQuantKind KIND>
 std::unique_ptr<DeviceFormat> make(const CacheConfig& c) {
-  if (const std::string problem = turboquant_problem(c, PROD); !problem.empty()) throw Error("cuda cache: " + problem);
-  return std::make_unique<TurboQuantFormat>(c, *tables_of<TurboQuantTables>(c), PROD);
+  if (const std::string problem = turboquant_problem(c, KIND); !problem.empty())
+    throw Error("cuda cache: " + problem);
+  return std::make_unique<TurboQuantFormat>(c, *tables_of<TurboQuantTables>(c), KIND);
 }
 
 }  // namespace
 
-VQ_DEVICE_FORMAT(turboquant_mse, "turboquant_mse", make<false>);
-VQ_DEVICE_FORMAT(turboquant_prod, "turboquant_prod", make<true>);
+VQ_DEVICE_FORMAT(turboquant_mse, "turboquant_mse", make<TurboQuantKind::Mse>);
+VQ_DEVICE_FORMAT(turboquant_prod, "turboquant_prod", make<TurboQuantKind::Prod>);
+VQ_DEVICE_FORMAT(turboquant_rvq, "turboquant_rvq", make<TurboQuantKind::Rvq>);
 
 }  // namespace veloxquant::cuda

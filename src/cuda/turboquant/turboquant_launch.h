@@ -1,4 +1,5 @@
-// TurboQuant's kernels (turboquant_format.cu): rotated Lloyd-Max codes (a Hadamard rotation with
+// TurboQuant's kernels (turboquant_format.cu): rotated Lloyd-Max codes (turboquant_rvq: two
+// stages' indices into one joint table) (a Hadamard rotation with
 // random signs where head_dim is a power of two, a dense orthogonal matrix at 80 and 96), and
 // turboquant_prod's sign bits of the keys' sketched residual.
 #pragma once
@@ -29,10 +30,16 @@ struct TurboQuantDevice {  // device copies of TurboQuantTables
   const float* key_boundaries;
   const float* value_boundaries;
   const float* key_levels;  // turboquant_prod: the keys' (bits-1)-bit levels, for the residual
-  const float* key_sketch;  // turboquant_prod: S transposed (S^T row-major); null for turboquant_mse
+  const float* key_sketch;  // turboquant_prod: S transposed (S^T row-major); null otherwise
   float hadamard_scale;  // 1 / sqrt(head_dim), as the CPU's fwht computes it
+  // turboquant_rvq: its stages' tables (TurboQuantTables); null stage1_levels for the others.
+  const float* stage1_levels = nullptr;
+  const float* stage1_boundaries = nullptr;
+  const float* stage2_boundaries = nullptr;
+  float stage_scale = 0;
 };
-// bits: the value bits, and the key bits (turboquant_prod's keys: bits - 1 code bits and a sign).
+// bits: the value bits, and the key bits (turboquant_prod's keys: bits - 1 code bits and a sign;
+// turboquant_rvq: both stages' bits).
 void launch_turboquant_append(const AppendParams& p, int batch, int bits, const TurboQuantDevice& t,
                               cudaStream_t stream);
 
