@@ -36,6 +36,12 @@ struct EvalOptions {
   std::vector<size_t> task_lengths;  // empty: the context
   size_t task_samples = 4;
   std::string model_name, text_name;  // recorded in the results' setup
+  // Where every measurement runs. On Device::Cuda, "all" keeps the methods the CUDA backend holds
+  // on every layer of the model (the others are listed in the setup with the reason), a spec
+  // named on its own that it does not hold is refused, and observe is refused (it reads host-side
+  // caches).
+  Device device = Device::Cpu;
+  GpuWeights gpu_weights = GpuWeights::F16;
 };
 
 // The quality a recommended method must keep, relative to the fp16 baseline.

@@ -74,7 +74,13 @@ std::string results_json(const EvalSetup& s, const std::vector<MethodEval>& rows
                 {"decode_prompt", s.decode_prompt},
                 {"decode_tokens", s.decode_tokens},
                 {"observed_tokens", s.observed_tokens},
-                {"threads", s.threads}};
+                {"threads", s.threads},
+                {"device", s.device}};
+  if (!s.skipped.empty()) {
+    nlohmann::ordered_json skipped = nlohmann::ordered_json::array();
+    for (const DeviceSkip& k : s.skipped) skipped.push_back({{"spec", k.spec}, {"reason", k.reason}});
+    j["setup"]["not_on_device"] = skipped;
+  }
   const std::vector<bool> front = pareto_front(rows);
   j["methods"] = nlohmann::ordered_json::array();
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -130,6 +136,12 @@ std::string results_markdown(const EvalSetup& s, const std::vector<MethodEval>& 
       "from the allocator during a chunk. Pareto front (bytes against perplexity) in bold.\n\n",
       s.model, s.text, s.chunks, s.context, s.scored_tokens, s.needle_tokens, s.trials,
       s.trials == 1 ? "" : "s", s.decode_tokens, s.decode_prompt, s.threads, s.threads == 1 ? "" : "s");
+  if (s.device != "cpu") {
+    md += fmt::format("Every measurement ran on {}", s.device);
+    std::string left;
+    for (const DeviceSkip& k : s.skipped) left += (left.empty() ? "" : ", ") + fmt::format("`{}`", k.spec);
+    md += left.empty() ? ".\n\n" : fmt::format("; not run there (see results.json): {}.\n\n", left);
+  }
   md += "| spec | K bytes | V bytes | ratio | bits/elem | perplexity | vs fp16 | KL | top-1 | retrieval "
         "| prefill tok/s | decode tok/s | KV held, peak | peak RSS MiB |\n";
   md +=

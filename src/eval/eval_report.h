@@ -44,6 +44,11 @@ struct MethodEval {
 };
 
 // How the measurements were taken, recorded beside them.
+// A spec eval leaves out on a device, and why.
+struct DeviceSkip {
+  std::string spec, reason;
+};
+
 struct EvalSetup {
   std::string model, text;
   size_t context = 0, chunks = 0, scored_tokens = 0;
@@ -57,6 +62,8 @@ struct EvalSetup {
   size_t decode_prompt = 0, decode_tokens = 0;
   size_t observed_tokens = 0;  // 0: not observed
   int threads = 1;
+  std::string device = "cpu";       // "cpu", or "cuda" with its weights: "cuda (f16 weights)"
+  std::vector<DeviceSkip> skipped;  // what "all" named that the device does not run
 };
 
 

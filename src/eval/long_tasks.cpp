@@ -321,7 +321,7 @@ LongTaskResult run_long_tasks(const Model& model, std::string_view text, std::sp
   size_t done = 0;
   for (const std::string& task : o.tasks) {
     for (const size_t length : o.lengths) {
-      Session session(model, SessionOptions{o.kv_spec, length});
+      Session session(model, SessionOptions{o.kv_spec, length, o.device, o.gpu_weights});
       LongTaskCell cell{task, length, o.samples, 0};
       for (size_t i = 0; i < o.samples; ++i) {
         const LongTaskSample s = build_long_task(model, task, length, i, o.seed, filler, words);

@@ -61,6 +61,8 @@ struct LongTaskOptions {
   std::vector<size_t> lengths;     // tokens per sample, prompt and answer
   size_t samples = 4;              // per task and length
   uint64_t seed = 1;
+  Device device = Device::Cpu;  // where the samples run
+  GpuWeights gpu_weights = GpuWeights::F16;
   std::function<void(size_t done, size_t total)> progress;
 };
 

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "veloxquant/cache.h"
+#include "veloxquant/cuda.h"
 #include "veloxquant/error.h"
 #include "veloxquant/method.h"
 #include "veloxquant/observer.h"
@@ -49,14 +50,14 @@ std::vector<LayerObservation> observe(const Model& model, std::span<const int32_
 // haystack tokens, then decode_tokens steps each fed the haystack's next token (the work of
 // sampling a token, without a sampler deciding when to stop).
 double decode_tokens_per_s(const Model& model, std::span<const int32_t> haystack, const std::string& spec,
-                           size_t context, size_t decode_tokens) {
+                           size_t context, size_t decode_tokens, Device device, GpuWeights weights) {
   if (decode_tokens == 0) return 0;
   if (decode_tokens >= context) {
     throw Error("eval: " + std::to_string(decode_tokens) + " decode tokens leave no prompt in a context of " +
                 std::to_string(context) + "; expected fewer decode tokens than the context");
   }
   const size_t prompt = context - decode_tokens;
-  Session session(model, SessionOptions{spec, context});
+  Session session(model, SessionOptions{spec, context, device, weights});
   const std::vector<int32_t> tokens = prompt_of(model, haystack, context);
   session.eval(std::span(tokens).first(prompt), Logits::None);
   const auto start = Clock::now();
@@ -96,6 +97,36 @@ void check_specs_fit(const std::vector<std::string>& specs, const Model& model) 
   for (const std::string& spec : specs) make_layer_caches(parse_spec(spec), cache_shapes(c));
 }
 
+std::vector<DeviceSkip> drop_specs_off_cuda(std::vector<std::string>& specs,
+                                            const std::vector<std::string>& args, const Model& model) {
+  // The fp16 baseline is always needed: the GPU refusing it is an error too.
+  std::set<std::string> named{parse_spec("fp16").to_string()};
+  for (const std::string& arg : args)
+    if (arg != "all") named.insert(parse_spec(arg).to_string());
+  const std::vector<LayerShape> shapes = cache_shapes(model.config());
+  std::vector<DeviceSkip> skipped;
+  std::vector<std::string> kept;
+  for (const std::string& spec : specs) {
+    const Spec parsed = parse_spec(spec);
+    std::string reason;
+    for (const LayerShape& shape : shapes) {
+      if (const cuda::Support s = cuda::supports(parsed, shape); !s) {
+        reason = s.reason;
+        break;
+      }
+    }
+    if (reason.empty()) {
+      kept.push_back(spec);
+    } else if (named.contains(spec)) {
+      throw SpecError("eval --device cuda: " + reason);
+    } else {
+      skipped.push_back({spec, reason});
+    }
+  }
+  specs = std::move(kept);
+  return skipped;
+}
+
 MethodEval evaluate_method(const Model& model, std::string_view text, std::span<const int32_t> haystack,
                            const std::string& spec, const MethodEval* baseline, const MethodEvalOptions& o,
                            const std::function<void(const std::string&)>& stage) {
@@ -109,6 +140,8 @@ MethodEval evaluate_method(const Model& model, std::string_view text, std::span<
   po.context = o.context;
   po.chunks = o.chunks;
   po.kv_spec = spec;
+  po.device = o.device;
+  po.gpu_weights = o.gpu_weights;
   (baseline ? po.kl_base : po.save_base) = o.baseline_logprobs;
   const PerplexityResult p = compute_perplexity(model, text, po);
   r.key_bytes = p.key_bytes;
@@ -131,6 +164,8 @@ MethodEval evaluate_method(const Model& model, std::string_view text, std::span<
     stage("retrieval");
     NeedleOptions no = o.needle;
     no.kv_spec = spec;
+    no.device = o.device;
+    no.gpu_weights = o.gpu_weights;
     no.progress = {};
     const NeedleResult n = needle_recall(model, haystack, no);
     r.retrieval = n.cells;
@@ -141,6 +176,8 @@ MethodEval evaluate_method(const Model& model, std::string_view text, std::span<
     stage("tasks");
     LongTaskOptions to = o.tasks;
     to.kv_spec = spec;
+    to.device = o.device;
+    to.gpu_weights = o.gpu_weights;
     to.progress = {};
     const LongTaskResult t = run_long_tasks(model, text, haystack, to);
     r.tasks = t.cells;
@@ -148,7 +185,8 @@ MethodEval evaluate_method(const Model& model, std::string_view text, std::span<
   }
 
   stage("decode");
-  r.decode_tokens_per_s = decode_tokens_per_s(model, haystack, spec, o.context, o.decode_tokens);
+  r.decode_tokens_per_s = decode_tokens_per_s(model, haystack, spec, o.context, o.decode_tokens, o.device,
+                                              o.gpu_weights);
   if (o.observe_tokens) {
     stage("observe");
     r.observations = observe(model, haystack, spec, o.observe_tokens);

@@ -27,6 +27,8 @@ struct MethodEvalOptions {
   size_t observe_tokens = 0;  // > 0: observe the caches over a prompt of this many text tokens
   // The fp16 baseline writes its log-probabilities here; every other method is compared with them.
   std::string baseline_logprobs;
+  Device device = Device::Cpu;  // where perplexity, retrieval, tasks and decode run
+  GpuWeights gpu_weights = GpuWeights::F16;
 };
 
 // The specs `eval --kv` names, canonical and without repeats, the fp16 baseline first (added when
@@ -41,6 +43,13 @@ std::vector<std::string> expand_eval_specs(const std::vector<std::string>& args,
 // Builds every spec's caches for `model`, so that a spec its codecs refuse for this model's shape
 // (kivi:kbits=3, a head_dim a method cannot take) fails before any measurement. Throws SpecError.
 void check_specs_fit(const std::vector<std::string>& specs, const Model& model);
+
+// For Device::Cuda: removes from `specs` the ones the CUDA backend does not hold on every layer of
+// `model` (cuda::supports) and returns them with the reason. A spec that `args` names itself,
+// rather than through "all", or the fp16 baseline, is not left out: SpecError names it and the
+// reason.
+std::vector<DeviceSkip> drop_specs_off_cuda(std::vector<std::string>& specs,
+                                            const std::vector<std::string>& args, const Model& model);
 
 // Measures `spec`. `baseline` is null for the fp16 run itself, which writes the baseline file;
 // every later run is compared with it and with that file. `haystack` is the text's tokens without

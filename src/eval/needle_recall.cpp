@@ -90,7 +90,7 @@ NeedleResult needle_recall(const Model& model, std::span<const int32_t> haystack
   const size_t total = o.lengths.size() * o.depths.size() * o.trials;
   size_t done = 0, all_hits = 0, all_scored = 0;
   for (const size_t length : o.lengths) {
-    Session session(model, SessionOptions{o.kv_spec, length});
+    Session session(model, SessionOptions{o.kv_spec, length, o.device, o.gpu_weights});
     const size_t text_tokens = length - fixed + (o.plant ? 0 : n);
     for (const double depth : o.depths) {
       NeedleCell cell{length, depth, 0, 0, 0, 0};

@@ -27,6 +27,8 @@ struct NeedleOptions {
   // The control: false leaves the first copy out (text takes its place, and every depth gives
   // the same sequence), so the final copy can only be guessed: recall without any memory of it.
   bool plant = true;
+  Device device = Device::Cpu;  // where the sequences run
+  GpuWeights gpu_weights = GpuWeights::F16;
   // Called after each sequence with (sequences done, sequences total).
   std::function<void(size_t done, size_t total)> progress;
 };

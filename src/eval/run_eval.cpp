@@ -46,8 +46,16 @@ EvalRun run_eval(const Model& model, std::string_view text, const EvalOptions& o
                             model_context, model_context));
   }
   // Bad specs fail here, before any measurement.
-  const std::vector<std::string> specs = expand_eval_specs(options.kv, context / 2);
+  std::vector<std::string> specs = expand_eval_specs(options.kv, context / 2);
   check_specs_fit(specs, model);
+  std::vector<DeviceSkip> skipped;
+  if (options.device == Device::Cuda) {
+    if (options.observe)
+      throw Error("eval --observe reads the caches on the host; expected --device cpu with it");
+    skipped = drop_specs_off_cuda(specs, options.kv, model);
+    for (const DeviceSkip& k : skipped)
+      if (progress) progress("eval: left out on the GPU: " + k.reason);
+  }
   if (options.decode_tokens >= context) {
     throw Error(fmt::format("decode_tokens {} leaves no prompt in a context of {}; expected fewer than {}",
                             options.decode_tokens, context, context));
@@ -81,6 +89,8 @@ EvalRun run_eval(const Model& model, std::string_view text, const EvalOptions& o
   o.decode_tokens = options.decode_tokens;
   o.observe_tokens = options.observe ? context / 2 : 0;
   o.baseline_logprobs = baseline_file.path.string();
+  o.device = options.device;
+  o.gpu_weights = options.gpu_weights;
 
   EvalRun run;
   for (size_t i = 0; i < specs.size(); ++i) {
@@ -116,6 +126,9 @@ EvalRun run_eval(const Model& model, std::string_view text, const EvalOptions& o
   setup.decode_tokens = options.decode_tokens;
   setup.observed_tokens = o.observe_tokens;
   setup.threads = threads();
+  if (options.device == Device::Cuda)
+    setup.device = fmt::format("cuda ({} weights)", options.gpu_weights == GpuWeights::F32 ? "f32" : "f16");
+  setup.skipped = std::move(skipped);
   return run;
 }
 

@@ -5,11 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-
 #include <nlohmann/json.hpp>
 
+#include "eval/eval_inputs.h"
 #include "eval/method_eval.h"
 #include "expect_error.h"
+#include "veloxquant/cuda.h"
 #include "veloxquant/error.h"
 #include "veloxquant/method.h"
 
@@ -150,6 +151,20 @@ TEST(EvalReport, MarkdownHasARowPerMethodAndTheFrontInBold) {
   EXPECT_CONTAINS(md, "| spec | 64 @ 0.50 |");
   EXPECT_CONTAINS(md, "| `blind` | 100.0 % |");
   EXPECT_EQ(md.find("Long-context tasks"), std::string::npos);  // none ran
+  EXPECT_EQ(md.find("Every measurement ran on"), std::string::npos);  // the CPU: said by nothing
+}
+
+TEST(EvalReport, TheDeviceAndWhatItLeftOutAreInTheSetup) {
+  EvalSetup s = setup();
+  EXPECT_EQ(nlohmann::json::parse(results_json(s, rows(), std::nullopt)).at("setup").at("device"), "cpu");
+  s.device = "cuda (f16 weights)";
+  s.skipped = {DeviceSkip{"palu", "'palu': palu runs on the CPU cache only"}};
+  const auto j = nlohmann::json::parse(results_json(s, rows(), std::nullopt));
+  EXPECT_EQ(j.at("setup").at("device"), "cuda (f16 weights)");
+  EXPECT_EQ(j.at("setup").at("not_on_device").at(0).at("spec"), "palu");
+  EXPECT_CONTAINS(j.at("setup").at("not_on_device").at(0).at("reason").get<std::string>(), "CPU cache only");
+  EXPECT_CONTAINS(results_markdown(s, rows()),
+                  "Every measurement ran on cuda (f16 weights); not run there (see results.json): `palu`.");
 }
 
 TEST(EvalReport, TaskScoresGoToTheJsonAndATableOfTheirOwn) {
@@ -195,6 +210,37 @@ TEST(EvalSpecs, NamedSpecsAreCanonicalWithoutRepeatsAfterFp16) {
   EXPECT_EQ(specs[2], parse_spec("snapkv:budget=64+kivi").to_string());
   EXPECT_CONTAINS(error_message<SpecError>([] { expand_eval_specs({"kivi:kbits=99"}, 256); }), "kbits=99");
   EXPECT_CONTAINS(error_message<SpecError>([] { expand_eval_specs({"nosuch"}, 256); }), "nosuch");
+}
+
+// On the GPU, "all" keeps what the CUDA backend holds on the model's layers and lists the rest
+// with cuda::supports()'s reason; a spec named on its own that it does not hold is an error.
+TEST(EvalSpecs, OnTheGpuAllKeepsWhatTheBackendHoldsAndNamedSpecsMustRun) {
+  if (const std::string missing = test::missing_eval_input(); !missing.empty())
+    GTEST_SKIP() << missing << " is missing";
+  const Model& model = test::eval_model();
+  std::vector<std::string> specs = expand_eval_specs({"all", "kivi:kbits=4,vbits=4"}, 256);
+  const size_t before = specs.size();
+  const std::vector<DeviceSkip> skipped = drop_specs_off_cuda(specs, {"all", "kivi:kbits=4,vbits=4"}, model);
+  EXPECT_EQ(specs.size() + skipped.size(), before);
+  EXPECT_EQ(specs.front(), "fp16");
+  const LayerShape shape = cache_shapes(model.config()).front();
+  for (const std::string& spec : specs) EXPECT_TRUE(cuda::supports(parse_spec(spec), shape)) << spec;
+  for (const DeviceSkip& k : skipped) EXPECT_EQ(k.reason, cuda::supports(parse_spec(k.spec), shape).reason);
+  for (const char* kept : {"kivi", "turboquant_mse", "turboquant_rvq", "qjl"})
+    EXPECT_NE(std::find(specs.begin(), specs.end(), parse_spec(kept).to_string()), specs.end()) << kept;
+  for (const char* left : {"palu", "cachegen"})
+    EXPECT_TRUE(std::any_of(skipped.begin(), skipped.end(), [&](const DeviceSkip& k) {
+      return k.spec == parse_spec(left).to_string();
+    })) << left;
+  std::vector<std::string> named = expand_eval_specs({"palu"}, 256);
+  const std::string refused = error_message<SpecError>([&] { drop_specs_off_cuda(named, {"palu"}, model); });
+  EXPECT_CONTAINS(refused, "eval --device cuda: 'palu:");
+  EXPECT_CONTAINS(refused, "palu runs on the CPU cache");
+  // Observation reads host-side caches: refused before anything runs.
+  EvalOptions o;
+  o.kv = {"kivi"}, o.context = 64, o.device = Device::Cuda, o.observe = true;
+  EXPECT_CONTAINS(error_message<Error>([&] { evaluate_methods_json(model, "text", o, std::nullopt); }),
+                  "eval --observe reads the caches on the host; expected --device cpu with it");
 }
 
 }  // namespace

@@ -155,6 +155,7 @@ Command add_eval_command(CLI::App& app) {
                 "sink mass), into results.json");
   cmd->add_flag("!--no-plots", a->plots, "write no plots");
   add_threads_option(cmd, a->threads);
+  add_device_options(cmd, a->options.device, a->options.gpu_weights);
   return [a] { run(*a); };
 }
 
