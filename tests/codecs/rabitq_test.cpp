@@ -107,6 +107,27 @@ TEST(Rabitq, FusedScoresEqualTheDecodedKeysProducts) {
           << "query " << i << " token " << t;
 }
 
+// In the rotated basis a key decodes to P c_j + s x: the rotation of what decode() gives, at a
+// power-of-two head_dim (Hadamard) and at 80 (dense).
+TEST(Rabitq, DecodingInTheRotatedBasisIsTheRotatedDecode) {
+  for (const size_t d : {size_t{128}, size_t{80}}) {
+    const size_t n = 64;
+    const std::vector<float> keys = test::gaussian(n * d, 40 + d);
+    const auto codec = codec_for_stream(RabitqKeyCodec(d, 4, 7, 8), keys.data(), n);
+    ASSERT_TRUE(codec->decodes_in_basis());
+    std::vector<uint8_t> codes(codec->code_bytes(n));
+    codec->encode(keys.data(), n, codes.data());
+    std::vector<float> decoded(n * d), in_basis(n * d);
+    codec->decode(codes.data(), n, decoded.data());
+    codec->to_basis(decoded.data(), n);
+    codec->decode_in_basis(codes.data(), n, in_basis.data());
+    EXPECT_LT(test::relative_l2(in_basis, decoded), 1e-5) << "head_dim " << d;
+    codec->from_basis(in_basis.data(), n);  // and back
+    codec->decode(codes.data(), n, decoded.data());
+    EXPECT_LT(test::relative_l2(in_basis, decoded), 1e-5) << "head_dim " << d;
+  }
+}
+
 // Keys drawn around a few distant centres: an IVF with a centroid per centre leaves residuals,
 // and errors, a fraction of what a single centroid leaves.
 TEST(Rabitq, MoreClustersShrinkTheErrorOnClusteredKeys) {

@@ -67,6 +67,8 @@ std::unique_ptr<Codec> RabitqKeyCodec::with_states(const std::vector<std::vector
     }
     codec->centroids_[i] = v;
   }
+  codec->rotated_centroids_ = codec->centroids_;
+  codec->rotation_.forward(codec->rotated_centroids_.data(), nlist_);
   return codec;
 }
 
@@ -118,6 +120,20 @@ void RabitqKeyCodec::decode(const uint8_t* codes, size_t n, float* x) const {
     rotation_.inverse(row);
     const float* centroid = centroids_.data() + rec[cluster_offset_] * dim_;
     for (size_t c = 0; c < dim_; ++c) row[c] += centroid[c];
+  }
+}
+
+void RabitqKeyCodec::decode_in_basis(const uint8_t* codes, size_t n, float* y) const {
+  require_fitted("decode");
+  std::vector<uint8_t> bits(dim_);
+  const float unit = 1.0f / std::sqrt(static_cast<float>(dim_));
+  for (size_t t = 0; t < n; ++t) {
+    const uint8_t* rec = codes + t * format_.stride;
+    const float s = read_f32(rec);
+    unpack_bits(rec + format_.code_offset, dim_, 1, bits.data());
+    const float* centroid = rotated_centroids_.data() + rec[cluster_offset_] * dim_;
+    float* row = y + t * dim_;
+    for (size_t c = 0; c < dim_; ++c) row[c] = (bits[c] ? s * unit : -s * unit) + centroid[c];
   }
 }
 

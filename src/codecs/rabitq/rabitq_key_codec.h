@@ -11,7 +11,9 @@
 //   q . c_j + s * <x, P q>,   s = ||k - c_j|| / <o_bar, o>,   <o_bar, o> = ||P o||_1 / sqrt(D),
 // so a record stores s, the sign bits and j, and a query is rotated once per call. decode()
 // returns c_j + s o_bar, the vector whose inner products are exactly these estimates, so the
-// decoded and the fused attention paths agree.
+// decoded and the fused attention paths agree. In the rotated basis a key is P c_j + s x: the
+// rotated centroids are kept beside the centroids, so prefill (attend_decoded) decodes without an
+// inverse rotation per token.
 //
 // Record of one token: f32 s | sign bits (D/8 bytes, pack_bits) | u8 cluster.
 // Stream state (fit_streams): the nlist centroids, fp16, [nlist, D].
@@ -52,6 +54,11 @@ class RabitqKeyCodec final : public Codec {
   void check_codes(const uint8_t* codes, size_t n) const override;
   bool fused_score() const override { return true; }
   void score(const float* q, size_t nq, const uint8_t* codes, size_t n, float* scores) const override;
+  // The rotated basis y = P k = P c_j + s x.
+  bool decodes_in_basis() const override { return true; }
+  void decode_in_basis(const uint8_t* codes, size_t n, float* y) const override;
+  void to_basis(float* x, size_t n) const override { rotation_.forward(x, n); }
+  void from_basis(float* x, size_t n) const override { rotation_.inverse(x, n); }
 
   size_t nlist() const { return nlist_; }
   // The fitted centroids, [nlist, dim] (fp16 values); empty on the prototype.
@@ -67,6 +74,7 @@ class RabitqKeyCodec final : public Codec {
   size_t cluster_offset_;
   PackedCodeKernel signs_;  // 1-bit table {-1, +1}
   std::vector<float> centroids_;
+  std::vector<float> rotated_centroids_;  // P c_j, [nlist, dim]
 };
 
 }  // namespace veloxquant::rabitq
