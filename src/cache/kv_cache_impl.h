@@ -15,6 +15,9 @@ namespace veloxquant {
 
 // Per-thread scratch of the attend paths; slots 4 and 5 are free for KVCache::attend.
 float* attend_scratch(size_t slot, size_t n);
+// Below this many appended or encoded elements per call, the work stays on the calling thread: a
+// small model's decode step would spend more time waking threads than computing.
+inline constexpr size_t kParallelAppendElements = size_t{1} << 14;
 
 struct KVCache::Impl {
   Spec spec;
