@@ -183,6 +183,37 @@ std::vector<float> decode_with_tables(std::vector<float> x, const std::vector<fl
   return y;
 }
 
+// Appends 16 random tokens to a CPU cache of spec and checks that every key and value row
+// decodes with the configured tables (key_code / value_code: a rotated unit coordinate's index
+// into the centroids) as the cache decodes it.
+void expect_tables_decode_as_the_cache(const std::string& spec, const LayerShape& shape,
+                                       const cuda::TurboQuantTables& t,
+                                       const std::function<size_t(float)>& key_code,
+                                       const std::function<size_t(float)>& value_code, uint64_t seed) {
+  const size_t dim = shape.head_dim, tokens = 16, n = tokens * shape.kv_heads * dim;
+  KVCache cache(spec, shape);
+  const std::vector<float> k = test::gaussian(n, seed), v = test::gaussian(n, seed + 100);
+  cache.append(TensorView::f32(k.data(), {tokens, shape.kv_heads, dim}),
+               TensorView::f32(v.data(), {tokens, shape.kv_heads, dim}));
+  const std::vector<float> cpu_k = cache.decode_keys(), cpu_v = cache.decode_values();
+  const std::string where = spec + " head_dim " + std::to_string(dim);
+  for (size_t row = 0; row < tokens * shape.kv_heads; ++row) {
+    const auto slice = [&](const std::vector<float>& a) {
+      return std::vector<float>(a.begin() + row * dim, a.begin() + (row + 1) * dim);
+    };
+    EXPECT_LT(test::relative_l2(decode_with_tables(slice(k), t.key_signs, t.key_rotation, t.key_centroids,
+                                                   key_code, t.key_sketch),
+                                slice(cpu_k)),
+              1e-5)
+        << where << " key row " << row;
+    EXPECT_LT(test::relative_l2(decode_with_tables(slice(v), t.value_signs, t.value_rotation,
+                                                   t.value_centroids, value_code),
+                                slice(cpu_v)),
+              1e-5)
+        << where << " value row " << row;
+  }
+}
+
 TEST(DeviceCacheConfig, TurboQuantTablesReproduceTheCpuCodec) {
   for (const size_t dim : {kDim, size_t{96}, size_t{80}}) {
     const LayerShape shape{2, dim, 3, 11, 6};
@@ -208,29 +239,9 @@ TEST(DeviceCacheConfig, TurboQuantTablesReproduceTheCpuCodec) {
         const bool hadamard = dim == kDim;
         EXPECT_EQ(t.key_signs.size(), hadamard ? dim : 0) << where;
         EXPECT_EQ(t.value_rotation.size(), hadamard ? 0 : dim * dim) << where;
-        KVCache cache(spec, shape);
-        const size_t tokens = 16, n = tokens * shape.kv_heads * dim;
-        const std::vector<float> k = test::gaussian(n, 100 + bits), v = test::gaussian(n, 200 + bits);
-        cache.append(TensorView::f32(k.data(), {tokens, shape.kv_heads, dim}),
-                     TensorView::f32(v.data(), {tokens, shape.kv_heads, dim}));
-        const std::vector<float> cpu_k = cache.decode_keys(), cpu_v = cache.decode_values();
-        for (size_t row = 0; row < tokens * shape.kv_heads; ++row) {
-          const auto slice = [&](const std::vector<float>& a) {
-            return std::vector<float>(a.begin() + row * dim, a.begin() + (row + 1) * dim);
-          };
-          const auto key_code = [&](float u) { return count_below(t.key_boundaries, u); };
-          const auto value_code = [&](float u) { return count_below(t.value_boundaries, u); };
-          EXPECT_LT(test::relative_l2(decode_with_tables(slice(k), t.key_signs, t.key_rotation,
-                                                         t.key_centroids, key_code, t.key_sketch),
-                                      slice(cpu_k)),
-                    1e-5)
-              << where << " key row " << row;
-          EXPECT_LT(test::relative_l2(decode_with_tables(slice(v), t.value_signs, t.value_rotation,
-                                                         t.value_centroids, value_code),
-                                      slice(cpu_v)),
-                    1e-5)
-              << where << " value row " << row;
-        }
+        expect_tables_decode_as_the_cache(
+            spec, shape, t, [&](float u) { return count_below(t.key_boundaries, u); },
+            [&](float u) { return count_below(t.value_boundaries, u); }, 100 + bits);
       }
     }
   }
@@ -260,27 +271,7 @@ TEST(DeviceCacheConfig, TurboQuantRvqStagesReproduceTheCpuCodec) {
         const size_t first = count_below(t.stage1_boundaries, u);
         return first | count_below(t.stage2_boundaries, u - t.stage1_levels[first]) << bits;
       };
-      KVCache cache(spec, shape);
-      const size_t tokens = 16, n = tokens * shape.kv_heads * dim;
-      const std::vector<float> k = test::gaussian(n, 500 + bits), v = test::gaussian(n, 600 + bits);
-      cache.append(TensorView::f32(k.data(), {tokens, shape.kv_heads, dim}),
-                   TensorView::f32(v.data(), {tokens, shape.kv_heads, dim}));
-      const std::vector<float> cpu_k = cache.decode_keys(), cpu_v = cache.decode_values();
-      for (size_t row = 0; row < tokens * shape.kv_heads; ++row) {
-        const auto slice = [&](const std::vector<float>& a) {
-          return std::vector<float>(a.begin() + row * dim, a.begin() + (row + 1) * dim);
-        };
-        EXPECT_LT(test::relative_l2(decode_with_tables(slice(k), t.key_signs, t.key_rotation, t.key_centroids,
-                                                       joint_code),
-                                    slice(cpu_k)),
-                  1e-5)
-            << where << " key row " << row;
-        EXPECT_LT(test::relative_l2(decode_with_tables(slice(v), t.value_signs, t.value_rotation,
-                                                       t.value_centroids, joint_code),
-                                    slice(cpu_v)),
-                  1e-5)
-            << where << " value row " << row;
-      }
+      expect_tables_decode_as_the_cache(spec, shape, t, joint_code, joint_code, 500 + bits);
     }
   }
   EXPECT_CONTAINS(refusal("turboquant_rvq:bits=3,vbits=3"),

@@ -108,32 +108,27 @@ void RabitqKeyCodec::encode(const float* x, size_t n, uint8_t* codes) const {
 }
 
 void RabitqKeyCodec::decode(const uint8_t* codes, size_t n, float* x) const {
+  decode_records(codes, n, x, false);
+}
+
+void RabitqKeyCodec::decode_in_basis(const uint8_t* codes, size_t n, float* y) const {
+  decode_records(codes, n, y, true);
+}
+
+void RabitqKeyCodec::decode_records(const uint8_t* codes, size_t n, float* x, bool in_basis) const {
   require_fitted("decode");
   std::vector<uint8_t> bits(dim_);
   const float unit = 1.0f / std::sqrt(static_cast<float>(dim_));
+  const std::vector<float>& centroids = in_basis ? rotated_centroids_ : centroids_;
   for (size_t t = 0; t < n; ++t) {
     const uint8_t* rec = codes + t * format_.stride;
     const float s = read_f32(rec);
     unpack_bits(rec + format_.code_offset, dim_, 1, bits.data());
     float* row = x + t * dim_;
     for (size_t c = 0; c < dim_; ++c) row[c] = bits[c] ? s * unit : -s * unit;
-    rotation_.inverse(row);
-    const float* centroid = centroids_.data() + rec[cluster_offset_] * dim_;
+    if (!in_basis) rotation_.inverse(row);
+    const float* centroid = centroids.data() + rec[cluster_offset_] * dim_;
     for (size_t c = 0; c < dim_; ++c) row[c] += centroid[c];
-  }
-}
-
-void RabitqKeyCodec::decode_in_basis(const uint8_t* codes, size_t n, float* y) const {
-  require_fitted("decode");
-  std::vector<uint8_t> bits(dim_);
-  const float unit = 1.0f / std::sqrt(static_cast<float>(dim_));
-  for (size_t t = 0; t < n; ++t) {
-    const uint8_t* rec = codes + t * format_.stride;
-    const float s = read_f32(rec);
-    unpack_bits(rec + format_.code_offset, dim_, 1, bits.data());
-    const float* centroid = rotated_centroids_.data() + rec[cluster_offset_] * dim_;
-    float* row = y + t * dim_;
-    for (size_t c = 0; c < dim_; ++c) row[c] = (bits[c] ? s * unit : -s * unit) + centroid[c];
   }
 }
 

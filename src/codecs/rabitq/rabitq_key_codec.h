@@ -66,6 +66,9 @@ class RabitqKeyCodec final : public Codec {
 
  private:
   void require_fitted(const char* what) const;
+  // s x (x: the signs over sqrt(D)) plus the record's centroid: rotated back to the keys' space
+  // (decode), or with the rotated centroid in P's basis (decode_in_basis).
+  void decode_records(const uint8_t* codes, size_t n, float* x, bool in_basis) const;
 
   size_t dim_, nlist_;
   uint64_t cluster_seed_;
