@@ -43,12 +43,12 @@ struct MethodEval {
   double bits_per_element() const;   // stored bits per key or value element
 };
 
-// How the measurements were taken, recorded beside them.
 // A spec eval leaves out on a device, and why.
 struct DeviceSkip {
   std::string spec, reason;
 };
 
+// How the measurements were taken, recorded beside them.
 struct EvalSetup {
   std::string model, text;
   size_t context = 0, chunks = 0, scored_tokens = 0;

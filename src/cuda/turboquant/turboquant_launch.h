@@ -1,7 +1,7 @@
-// TurboQuant's kernels (turboquant_format.cu): rotated Lloyd-Max codes (turboquant_rvq: two
-// stages' indices into one joint table) (a Hadamard rotation with
-// random signs where head_dim is a power of two, a dense orthogonal matrix at 80 and 96), and
-// turboquant_prod's sign bits of the keys' sketched residual.
+// TurboQuant's kernels (turboquant_format.cu): rotated Lloyd-Max codes (a Hadamard rotation with
+// random signs where head_dim is a power of two, a dense orthogonal matrix at 80 and 96),
+// turboquant_prod's sign bits of the keys' sketched residual, and turboquant_rvq's codes holding
+// both stages' indices into one joint table.
 #pragma once
 
 #include <cuda_runtime.h>
