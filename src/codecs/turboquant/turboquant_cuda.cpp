@@ -31,9 +31,17 @@ void set_stages(unsigned stage_bits, size_t head_dim, cuda::TurboQuantTables& t)
   t.stage1_boundaries = stages.gaussian.boundaries;
   t.stage2_boundaries = stages.laplacian.boundaries;
   t.stage_scale = TurboQuantRvqCodec::stage_scale(head_dim);
+  t.value_boundaries.clear();  // the stages' boundaries code it
 }
 
 }  // namespace
+
+void fill_value_tables(unsigned bits, const LayerShape& shape, cuda::TurboQuantTables& t) {
+  const ScalarCodebook values = lloyd_max_sphere_coordinate(bits, shape.head_dim);
+  t.value_centroids = values.centroids, t.value_boundaries = values.boundaries;
+  const Rotation rotation(shape.head_dim, turboquant_stream_seed(shape, TurboQuantStream::ValueRotation));
+  t.value_signs = rotation.signs(), t.value_rotation = rotation.matrix();
+}
 
 std::string cuda_config(cuda::TurboQuantKind kind, const Params& p, const LayerShape& shape,
                         cuda::CacheConfig& c) {
@@ -45,20 +53,17 @@ std::string cuda_config(cuda::TurboQuantKind kind, const Params& p, const LayerS
   // No table is solved for a shape the kernels would refuse.
   if (std::string problem = cuda::turboquant_shape_problem(c, kind); !problem.empty()) return problem;
   auto t = std::make_shared<cuda::TurboQuantTables>();
+  fill_value_tables(c.bits, shape, *t);
   if (kind == cuda::TurboQuantKind::Rvq) {
     set_stages(bits, shape.head_dim, *t);
   } else {
-    const ScalarCodebook values = lloyd_max_sphere_coordinate(c.bits, shape.head_dim);
-    const ScalarCodebook keys = prod ? TurboQuantProdCodec::mse_codebook(c.bits, shape.head_dim) : values;
-    t->key_centroids = keys.centroids, t->value_centroids = values.centroids;
-    t->key_boundaries = keys.boundaries, t->value_boundaries = values.boundaries;
+    const ScalarCodebook keys = prod ? TurboQuantProdCodec::mse_codebook(c.bits, shape.head_dim)
+                                     : lloyd_max_sphere_coordinate(c.bits, shape.head_dim);
+    t->key_centroids = keys.centroids, t->key_boundaries = keys.boundaries;
   }
-  // The codecs' own rotations (core/rotation.h draws them once per seed and size).
+  // The key codec's own rotation (core/rotation.h draws it once per seed and size).
   const Rotation key_rotation(shape.head_dim, turboquant_stream_seed(shape, TurboQuantStream::KeyRotation));
-  const Rotation value_rotation(shape.head_dim,
-                                turboquant_stream_seed(shape, TurboQuantStream::ValueRotation));
-  t->key_signs = key_rotation.signs(), t->value_signs = value_rotation.signs();
-  t->key_rotation = key_rotation.matrix(), t->value_rotation = value_rotation.matrix();
+  t->key_signs = key_rotation.signs(), t->key_rotation = key_rotation.matrix();
   if (prod) {
     t->key_sketch = TurboQuantProdCodec::sketch_matrix(
         shape.head_dim, turboquant_stream_seed(shape, TurboQuantStream::KeySketch));

@@ -15,4 +15,9 @@ namespace veloxquant::turboquant {
 std::string cuda_config(cuda::TurboQuantKind kind, const Params& p, const LayerShape& shape,
                         cuda::CacheConfig& c);
 
+// The values' side of t as turboquant_values() (codecs/common/turboquant_values.h) codes them at
+// `bits`: the Lloyd-Max levels and boundaries and the layer's value rotation. The methods that
+// pair their keys with TurboQuant's values fill their GPU form's value tables with it.
+void fill_value_tables(unsigned bits, const LayerShape& shape, cuda::TurboQuantTables& t);
+
 }  // namespace veloxquant::turboquant

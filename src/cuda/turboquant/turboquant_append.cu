@@ -12,10 +12,11 @@
 // rounding of 0), then [f32 norm][f32 norm |r|][bits-1 bit codes][sign bits].
 #include <cuda_fp16.h>
 
-#include "cuda/turboquant/turboquant_launch.h"
 #include "cuda/common/appended_rows.cuh"
 #include "cuda/common/check.cuh"
 #include "cuda/common/device_math.cuh"
+#include "cuda/common/rotation.cuh"
+#include "cuda/turboquant/turboquant_launch.h"
 
 namespace veloxquant::cuda {
 namespace {
@@ -46,46 +47,25 @@ __device__ double ordered_sum(const double* squares, int d, double* result) {
   return *result;
 }
 
-__global__ void turboquant_append_kernel(AppendParams p, int bits, TurboQuantDevice tq) {
+// blockIdx.z + first_stream: 0 keys, 1 values.
+__global__ void turboquant_append_kernel(AppendParams p, int bits, TurboQuantDevice tq, int first_stream) {
   extern __shared__ double squares[];  // head_dim doubles, then head_dim floats, head_dim codes, head_dim signs
   float* y = reinterpret_cast<float*>(squares + p.head_dim);
   auto* codes = reinterpret_cast<uint8_t*>(y + p.head_dim);
   uint8_t* signs = codes + p.head_dim;
   __shared__ double sum_s;
   const int d = p.head_dim, c = threadIdx.x, t = blockIdx.x, seq = blockIdx.y;
-  const bool key = blockIdx.z == 0, prod = key && tq.key_sketch != nullptr;
+  const bool key = blockIdx.z + first_stream == 0, prod = key && tq.key_sketch != nullptr;
   const int code_bits = prod ? bits - 1 : bits;
   const StreamView& s = key ? p.keys : p.values;
   float v = appended_value(p, key ? p.k : p.v, key, seq, t, c);
   // The squares are exact in double, so only the sum's order matters.
   squares[c] = __dmul_rn(static_cast<double>(v), static_cast<double>(v));
   const float norm = static_cast<float>(sqrt(ordered_sum(squares, d, &sum_s)));
-  const float* dense = key ? tq.key_rotation : tq.value_rotation;
-  if (norm != 0 && dense != nullptr) {
-    y[c] = v;
-    __syncthreads();
-    float sum = 0;
-    for (int j = 0; j < d; ++j) sum = __fadd_rn(sum, __fmul_rn(dense[c * d + j], y[j]));
-    __syncthreads();
-    v = __fmul_rn(sum, __fdiv_rn(1.0f, norm));
-  } else if (norm != 0) {
-    // Butterfly stage `len`: the lower coordinate of each pair (a, a + len) becomes y[a] + y[a + len],
-    // the upper y[a] - y[a + len]. Pairs closer than a warp trade through shuffles, the rest
-    // through shared memory.
-    v = __fmul_rn(v, (key ? tq.key_signs : tq.value_signs)[c]);
-    for (int len = 1; len < d; len <<= 1) {
-      float partner;
-      if (len < kWarp) {
-        partner = __shfl_xor_sync(0xffffffffu, v, len);
-      } else {
-        y[c] = v;
-        __syncthreads();
-        partner = y[c ^ len];
-        __syncthreads();
-      }
-      v = (c & len) ? __fsub_rn(partner, v) : __fadd_rn(v, partner);
-    }
-    v = __fmul_rn(__fmul_rn(v, tq.hadamard_scale), __fdiv_rn(1.0f, norm));
+  if (norm != 0) {
+    const float rotated = rotate_coordinate(v, c, d, key ? tq.key_signs : tq.value_signs,
+                                            key ? tq.key_rotation : tq.value_rotation, tq.hadamard_scale, y);
+    v = __fmul_rn(rotated, __fdiv_rn(1.0f, norm));
   } else {
     v = 0;
   }
@@ -128,9 +108,11 @@ __global__ void turboquant_append_kernel(AppendParams p, int bits, TurboQuantDev
 }  // namespace
 
 void launch_turboquant_append(const AppendParams& p, int batch, int bits, const TurboQuantDevice& t,
-                              cudaStream_t stream) {
+                              cudaStream_t stream, bool values_only) {
   const size_t bytes = p.head_dim * (sizeof(double) + sizeof(float) + 2);
-  turboquant_append_kernel<<<dim3(p.n, batch * p.kv_heads, 2), p.head_dim, bytes, stream>>>(p, bits, t);
+  const int first = values_only ? 1 : 0;
+  turboquant_append_kernel<<<dim3(p.n, batch * p.kv_heads, 2 - first), p.head_dim, bytes, stream>>>(p, bits,
+                                                                                                    t, first);
   VQ_CUDA_CHECK_LAUNCH("turboquant_append_kernel");
 }
 

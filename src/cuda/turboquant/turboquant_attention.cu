@@ -17,25 +17,16 @@
 
 #include <algorithm>
 
-#include "cuda/turboquant/turboquant_launch.h"
 #include "cuda/attention/tc_decode.cuh"
 #include "cuda/common/check.cuh"
+#include "cuda/common/rotation.cuh"
 #include "cuda/fp16/fp16_tile.cuh"
+#include "cuda/turboquant/turboquant_launch.h"
+#include "cuda/turboquant/turboquant_values.cuh"
 #include "veloxquant/error.h"
 
 namespace veloxquant::cuda {
 namespace {
-
-// 4 * N packed codes of BITS bits, those of channels c .. c + 4N - 1 (c a multiple of 4) of a
-// record whose code 0 starts at bit first_bit (a multiple of 32), low bits first. The word after
-// them may be read (the stage's slack covers the last record).
-template <int BITS, int N>
-__device__ uint32_t packed_codes(const uint8_t* record, int first_bit, int c) {
-  const uint32_t* w = reinterpret_cast<const uint32_t*>(record);
-  const int bit = first_bit + c * BITS, word = bit / 32, shift = bit % 32;
-  if constexpr (32 % (4 * N * BITS) == 0) return w[word] >> shift;  // never spans two words
-  else return __funnelshift_r(w[word], w[word + 1], shift);
-}
 
 // Record sizes and shared tables for b-bit values and keys (PROD: b-1 code bits and a sign).
 template <int D, int BITS, bool PROD>
@@ -59,7 +50,7 @@ __global__ void __launch_bounds__(kThreads) turboquant_attend_kernel(AttendParam
   using L = Layout<D, BITS, PROD>;
   using Tile = Fp16Tile<D>;
   constexpr int NK = D / 16;
-  constexpr uint32_t kKeyMask = L::kKeyPairs - 1, kValueMask = L::kValuePairs - 1;
+  constexpr uint32_t kKeyMask = L::kKeyPairs - 1;
   extern __shared__ __align__(16) uint8_t smem[];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const MmaLane ln(lane);
@@ -77,48 +68,15 @@ __global__ void __launch_bounds__(kThreads) turboquant_attend_kernel(AttendParam
   const int seq = blockIdx.y, split = blockIdx.x;
   load_queries<MAXG>(p, seq, q_s);
   const TurboQuantArgs ta = p.format.get<TurboQuantArgs>();
-  for (int i = threadIdx.x; i < L::kValuePairs; i += kThreads) {
-    constexpr int kb = L::kKeyBits;
-    if (i < L::kKeyPairs) key_pairs[i] = pack_half2(ta.key_codebook[i & ((1 << kb) - 1)], ta.key_codebook[i >> kb]);
-    value_pairs[i] = pack_half2(ta.value_codebook[i & ((1 << BITS) - 1)], ta.value_codebook[i >> BITS]);
-    if (i < L::kSignPairs) sign_pairs[i] = pack_half2(i & 1 ? 1.0f : -1.0f, i & 2 ? 1.0f : -1.0f);
-  }
+  fill_level_pairs<L::kKeyBits, kThreads>(key_pairs, ta.key_codebook);
+  fill_level_pairs<BITS, kThreads>(value_pairs, ta.value_codebook);
+  for (int i = threadIdx.x; i < L::kSignPairs; i += kThreads)
+    sign_pairs[i] = pack_half2(i & 1 ? 1.0f : -1.0f, i & 2 ? 1.0f : -1.0f);
   __syncthreads();
   // Rotate the queries: signs, then the Walsh-Hadamard butterflies, then 1/sqrt(D) (in the B
   // fragments below); at head sizes that are not powers of two, the dense rotation.
   constexpr bool kDense = (D & (D - 1)) != 0;
-  if constexpr (kDense) {
-    // Each thread's outputs wait in registers until every thread has read the queries.
-    constexpr int kPerThread = (MAXG * D + kThreads - 1) / kThreads;
-    float rotated[kPerThread];
-#pragma unroll
-    for (int r = 0; r < kPerThread; ++r) {
-      const int i = threadIdx.x + r * kThreads;
-      rotated[r] = 0;
-      if (i < MAXG * D) {
-        const float* q = q_s + i / D * D;
-        const float* row = ta.key_rotation + (i % D) * D;
-        for (int j = 0; j < D; ++j) rotated[r] = fmaf(row[j], q[j], rotated[r]);
-      }
-    }
-    __syncthreads();
-#pragma unroll
-    for (int r = 0; r < kPerThread; ++r)
-      if (threadIdx.x + r * kThreads < MAXG * D) q_s[threadIdx.x + r * kThreads] = rotated[r];
-    __syncthreads();
-  } else {
-    for (int i = threadIdx.x; i < MAXG * D; i += kThreads) q_s[i] *= ta.key_signs[i % D];
-    __syncthreads();
-    for (int len = 1; len < D; len <<= 1) {
-      for (int i = threadIdx.x; i < MAXG * D / 2; i += kThreads) {
-        const int h = i / (D / 2), pair = i % (D / 2);
-        const int a = h * D + pair / len * 2 * len + pair % len;
-        const float x = q_s[a], y = q_s[a + len];
-        q_s[a] = x + y, q_s[a + len] = x - y;
-      }
-      __syncthreads();
-    }
-  }
+  rotate_rows<D, MAXG, kThreads>(q_s, ta.key_signs, ta.key_rotation);
   if constexpr (PROD) {  // S (R q) up to the 1/sqrt(D) both B fragments take below
     for (int i = threadIdx.x; i < p.group * D; i += kThreads) {
       const int j = i % D;  // row j of S; adjacent threads read adjacent floats of S^T
@@ -157,18 +115,7 @@ __global__ void __launch_bounds__(kThreads) turboquant_attend_kernel(AttendParam
   for_each_tile(p, split, buf, fetch, [&](uint8_t* stage, int tile) {
     const uint8_t* krec = stage;
     const uint8_t* vrec = stage + kTileTokens * L::kKeyBytes;
-    // Value rows: lane takes 8-channel chunks, 16 lanes per token, two tokens per pass.
-#pragma unroll 4
-    for (int i = lane; i < kTileTokens * Tile::kChunks; i += kWarp) {
-      const int token = i / Tile::kChunks, chunk = i % Tile::kChunks;
-      const uint32_t codes = packed_codes<BITS, 2>(vrec + token * L::kValueBytes, 32, 8 * chunk);
-      uint4 row;
-      row.x = value_pairs[codes & kValueMask];
-      row.y = value_pairs[(codes >> (2 * BITS)) & kValueMask];
-      row.z = value_pairs[(codes >> (4 * BITS)) & kValueMask];
-      row.w = value_pairs[(codes >> (6 * BITS)) & kValueMask];
-      vt[Tile::slot(token, chunk)] = row;
-    }
+    decode_value_tile<D, BITS>(vrec, value_pairs, vt, lane);
     // Scores: A = key levels (tokens g, g + 8 of each half), two lookups per token and k step;
     // prod: A = the signs, against the sketched query.
     float s[2][4] = {}, z[2][4] = {};

@@ -39,8 +39,9 @@ struct TurboQuantDevice {  // device copies of TurboQuantTables
   float stage_scale = 0;
 };
 // bits: the value bits, and the key bits (turboquant_prod's keys: bits - 1 code bits and a sign;
-// turboquant_rvq: both stages' bits).
+// turboquant_rvq: both stages' bits). values_only: the values alone, for the methods that pair
+// their own keys with TurboQuant's values (VecInfer); t's key tables may then be null.
 void launch_turboquant_append(const AppendParams& p, int batch, int bits, const TurboQuantDevice& t,
-                              cudaStream_t stream);
+                              cudaStream_t stream, bool values_only = false);
 
 }  // namespace veloxquant::cuda
