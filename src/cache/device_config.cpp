@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cuda/cache/config_rules.h"
+#include "veloxquant/calibration.h"
 #include "veloxquant/cuda.h"
 #include "veloxquant/error.h"
 #include "veloxquant/method.h"
@@ -41,7 +42,8 @@ CacheConfig device_cache_config(const Spec& spec, const LayerShape& shape, size_
   c.capacity = capacity;
   c.rope.dims = 0;  // keys arrive rotated, as KVCache::append(k, v) takes them
   c.window = shape.window, c.softcap = shape.softcap;
-  const std::string format_problem = spec.method->cuda_config(spec.params, shape, c);
+  // A calibrated spec's artifacts= directory is read here when the caller has not, as KVCache does.
+  const std::string format_problem = spec.method->cuda_config(spec.params, with_calibration(spec, shape), c);
   // The shape's problem first: the format's rules may take the shape as valid.
   const std::string shape_problem = config_problem(c);
   const std::string& problem = shape_problem.empty() ? format_problem : shape_problem;

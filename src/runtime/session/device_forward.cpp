@@ -62,7 +62,8 @@ class CudaForward final : public DeviceForward {
 
 std::unique_ptr<DeviceForward> make_device_forward(const Model& model, const Spec& spec,
                                                    std::span<const RopeParams> ropes, size_t context,
-                                                   size_t max_step, size_t batch, GpuWeights weights) {
+                                                   size_t max_step, size_t batch, GpuWeights weights,
+                                                   std::shared_ptr<const CalibrationArtifact> calibration) {
   const cuda::Precision p = weights == GpuWeights::F32 ? cuda::Precision::F32 : cuda::Precision::F16;
   const ModelConfig& c = model.config();
   const Model::Impl& m = ModelInternals::of(model);
@@ -72,6 +73,7 @@ std::unique_ptr<DeviceForward> make_device_forward(const Model& model, const Spe
     shape.layers = static_cast<int>(c.layers);
     shape.window = c.sliding(l) ? c.sliding_window : 0;
     shape.softcap = c.attention_softcap;
+    shape.calibration = calibration;
     caches.push_back(cuda::device_cache_config(spec, shape, batch, context));
     // A step appends at most max_step tokens: a windowed layer keeps the codes of its window and
     // one step, not of the whole context.
@@ -110,7 +112,8 @@ std::unique_ptr<DeviceForward> make_device_forward(const Model& model, const Spe
 #else
 
 std::unique_ptr<DeviceForward> make_device_forward(const Model&, const Spec&, std::span<const RopeParams>,
-                                                   size_t, size_t, size_t, GpuWeights) {
+                                                   size_t, size_t, size_t, GpuWeights,
+                                                   std::shared_ptr<const CalibrationArtifact>) {
   throw Error("device cuda: this build has no CUDA backend; configure with -DVELOXQUANT_CUDA=ON "
               "(docs/cuda.md) on a machine with the CUDA toolkit");
 }

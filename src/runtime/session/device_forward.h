@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "veloxquant/calibration.h"
 #include "veloxquant/model.h"
 #include "veloxquant/spec.h"
 
@@ -34,9 +35,10 @@ class DeviceForward {
 // CUDA kernels when `spec` is not one of them.
 // batch: sequences decoded in lockstep, each with its own caches. ropes: each layer's RoPE, as
 // the session rotates on the CPU (a windowed layer's own base, phi3's long factors past the
-// original context).
+// original context). calibration: a calibrated spec's artifact (null for the others).
 std::unique_ptr<DeviceForward> make_device_forward(const Model& model, const Spec& spec,
                                                    std::span<const RopeParams> ropes, size_t context,
-                                                   size_t max_step, size_t batch, GpuWeights weights);
+                                                   size_t max_step, size_t batch, GpuWeights weights,
+                                                   std::shared_ptr<const CalibrationArtifact> calibration);
 
 }  // namespace veloxquant::runtime

@@ -100,15 +100,15 @@ struct Session::Impl {
     }
     if (options.batch == 0) throw Error("session batch 0; expected at least 1 sequence");
     history.resize(options.batch);
-    if (options.device == Device::Cuda) {
-      check_device_supports();
-      gpu = runtime::make_device_forward(model, spec, ropes, context, kMicroBatch, options.batch,
-                                         options.gpu_weights);
-      return;
-    }
     if (spec.method->calibrated() && !spec.params.get_text("artifacts").empty()) {
       calibration = load_calibration(spec.params.get_text("artifacts"), spec);
       check_calibration_model(*calibration, model_identity(model));
+    }
+    if (options.device == Device::Cuda) {
+      check_device_supports();
+      gpu = runtime::make_device_forward(model, spec, ropes, context, kMicroBatch, options.batch,
+                                         options.gpu_weights, calibration);
+      return;
     }
     make_caches();
     if (caches.front().scores_by_reconstruction() && options.batch != 1) {
