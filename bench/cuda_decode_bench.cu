@@ -1,5 +1,6 @@
 // CUDA decode benchmark: fused decode attention over compressed caches (KIVI 2/4-bit,
-// TurboQuant-MSE and TurboQuant-prod 2/3/4-bit, QJL keys with 2/4-bit values) and over our fp16 cache, plus quantize-on-append against a plain fp16
+// TurboQuant-MSE and TurboQuant-prod 2/3/4-bit, QJL keys with 2/4-bit values, VecInfer's 1-bit
+// product-VQ keys with 4-bit values) and over our fp16 cache, plus quantize-on-append against a plain fp16
 // store of the same token. Writes JSON lines (one record per measurement) to --out; the driver
 // bench/cuda/run_h200.sh adds PyTorch SDPA on the same shapes and writes the report.
 //
@@ -28,6 +29,7 @@
 #include "cuda/common/check.cuh"
 #include "cuda/qjl/qjl_rules.h"
 #include "cuda/turboquant/turboquant_rules.h"
+#include "cuda/vecinfer/vecinfer_rules.h"
 #include "cuda_bench_util.cuh"
 #include "veloxquant/cuda.h"
 
@@ -101,6 +103,19 @@ vc::CacheConfig config_for(const Method& m, size_t batch, size_t capacity) {
     }
     c.tables = std::move(t);
   }
+  if (m.format == "vecinfer") {  // vecinfer's defaults at head_dim 128, random tables (speed only)
+    auto t = std::make_shared<vc::VecinferTables>();
+    t->dims = 8, t->centroids = 256;
+    vq::Rng rng(vq::derive_seed(0, {0, 5}));
+    for (size_t i = 0; i < kDim; ++i)
+      t->key_signs.push_back(rng.sign()), t->values.value_signs.push_back(rng.sign());
+    t->smooth.assign(kKvHeads * kDim, 1.0f);
+    for (size_t i = 0; i < kKvHeads * kDim * t->centroids; ++i)
+      t->codebooks.push_back(static_cast<float>(rng.normal() / std::sqrt(double(kDim))));
+    const vq::ScalarCodebook values = vq::lloyd_max_sphere_coordinate(m.bits, kDim);
+    t->values.value_centroids = values.centroids, t->values.value_boundaries = values.boundaries;
+    c.tables = std::move(t);
+  }
   if (m.format == "qjl") {  // qjl's defaults at head_dim 128
     auto t = std::make_shared<vc::QjlTables>();
     vq::Rng rng(vq::derive_seed(0, {0, 4}));
@@ -169,7 +184,8 @@ int main(int argc, char** argv) {
                                        {"tq_rvq1", "turboquant_rvq", 2},
                                        {"tq_rvq2", "turboquant_rvq", 4},
                                        {"qjl2", "qjl", 2},
-                                       {"qjl4", "qjl", 4}};
+                                       {"qjl4", "qjl", 4},
+                                       {"vecinfer4", "vecinfer", 4}};
   const std::vector<size_t> batches = {1, 8};
   const std::vector<size_t> lengths = quick ? std::vector<size_t>{4096, 131072} : std::vector<size_t>{4096, 32768, 131072};
   try {

@@ -37,4 +37,18 @@ for target in "${targets[@]}"; do
 done
 # The evaluation text of bench/cuda/runtime_h200.sh's perplexity checks.
 cp ../shared/corpus/wikitext-2-raw/wiki.test.raw .cuda-carry/
+# Its calibrated specs' artifacts, fitted on WikiText-2's validation text to the f32 copy of each
+# model that runtime_h200.sh makes with the same tool (so the copy's identity is the same there).
+source bench/cuda/parity_runs.sh
+for model in "${parity_models[@]}"; do
+  name=${model%%:*}
+  f32=$(mktemp --suffix=.gguf)
+  build-cuda/tools/dev/veloxquant_dequantize_gguf "models/$name.gguf" "$f32"
+  for spec in "${parity_specs[@]}"; do
+    [[ $spec == *@CALIBRATION@* ]] || continue
+    build-cuda/veloxquant calibrate -m "$f32" -f ../shared/corpus/wikitext-2/wiki.valid.tokens \
+      --kv "${spec%%,artifacts=*}" -o ".cuda-carry/calibration/$name" -t "$(nproc)"
+  done
+  rm -f "$f32"
+done
 ls -la .cuda-carry

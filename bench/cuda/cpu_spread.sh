@@ -13,6 +13,8 @@ source bench/cuda/parity_runs.sh
 for model in "${parity_models[@]}"; do
   name=${model%%:*} chunks=${model##*:}
   for spec in "${parity_specs[@]}"; do
+    # A calibrated spec's artifact belongs to the GPU machine's f32 copy of the model.
+    [[ $spec == *@CALIBRATION@* ]] && continue
     build/veloxquant perplexity -m "models/$name.gguf" -f ../shared/corpus/wikitext-2-raw/wiki.test.raw -c 2048 \
       --chunks "$chunks" --kv "$spec" -t "$(nproc)" --json > "$out/ppl_${name}_${spec//[:=,]/_}.json"
   done

@@ -23,20 +23,26 @@ text=.cuda-carry/wiki.test.raw
 threads=$(nproc)
 source bench/cuda/parity_runs.sh
 status=0
-# cpu, cuda-f32 or cuda-f16 as the CLI's options, the model included.
+# cpu, cuda-f32 or cuda-f16 as the CLI's options, the model included: the GPU reads the model as
+# it is, except for a calibrated spec, whose artifact carry_parity.sh fitted to the f32 copy (an
+# artifact holds only for the model it was fitted to).
 options() {
+  local gpu_model=models/$name.gguf
+  [[ $spec == *artifacts=* ]] && gpu_model=$raw/f32/$name.gguf
   case $1 in
     cpu) echo "-m $raw/f32/$name.gguf --device cpu" ;;
-    cuda-*) echo "-m models/$name.gguf --device cuda --gpu-weights ${1#cuda-}" ;;
+    cuda-*) echo "-m $gpu_model --device cuda --gpu-weights ${1#cuda-}" ;;
   esac
 }
 for model in "${parity_models[@]}"; do
   name=${model%%:*} chunks=${model##*:}
   "$dequantize" "models/$name.gguf" "$raw/f32/$name.gguf"
   for spec in "${parity_specs[@]}"; do
+    spec=${spec//@CALIBRATION@/.cuda-carry/calibration/$name}
+    file=${spec%%,artifacts=*}
     for run in cpu cuda-f32 cuda-f16; do
       "$vq" perplexity -f "$text" -c 2048 --chunks "$chunks" --kv "$spec" -t "$threads" \
-        $(options "$run") --json > "$raw/ppl_${name}_${spec//[:=,]/_}_$run.json" || status=1
+        $(options "$run") --json > "$raw/ppl_${name}_${file//[:=,]/_}_$run.json" || status=1
     done
   done
   for run in cpu cuda-f32 cuda-f16; do

@@ -6,6 +6,7 @@ import argparse
 import datetime
 import json
 import pathlib
+import re
 import sys
 
 from gpu_name import gpu_name
@@ -32,7 +33,9 @@ def main():
         cpu = load(cpu_file)
         f32 = load(cpu_file.with_name(cpu_file.name.replace("_cpu.json", "_cuda-f32.json")))
         f16 = load(cpu_file.with_name(cpu_file.name.replace("_cpu.json", "_cuda-f16.json")))
-        row = {"model": pathlib.Path(cpu["model"]).stem, "kv": cpu["kv"], "chunks": cpu["chunks"],
+        # A calibrated spec names its artifact's folder, which is the run's, not the method's.
+        kv = re.sub(r",artifacts=[^,]*", "", cpu["kv"])
+        row = {"model": pathlib.Path(cpu["model"]).stem, "kv": kv, "chunks": cpu["chunks"],
                "ppl_cpu": cpu["perplexity"], "kv_bytes_cpu": cpu["kv_bytes"],
                "tok_s_cpu": cpu["tokens_per_s"], "threads_cpu": cpu["threads"]}
         for name, run in (("f32", f32), ("f16", f16)):

@@ -66,7 +66,8 @@ void bind_cuda(nb::module_& m) {
       "A layer's compressed KV cache in GPU memory, for a batch of sequences of equal length: "
       "quantize-on-append and fused decode attention straight from the codes (fp16, kivi with "
       "kbits == vbits, turboquant_mse and turboquant_prod with bits == vbits, qjl with its default "
-      "sketches and vbits 2 or 4). Codes are byte for byte the CPU Cache's for the same spec, layer "
+      "sketches and vbits 2 or 4, vecinfer with its artifacts=). Codes are byte for byte the CPU Cache's for "
+      "the same spec, layer "
       "and seed (turboquant_prod and qjl: but for the rare key sign whose sketch product is within "
       "rounding of zero).")
       .def(

@@ -13,9 +13,11 @@
 #include "core/rotation.h"
 #include "cuda/qjl/qjl_rules.h"
 #include "cuda/turboquant/turboquant_rules.h"
+#include "cuda/vecinfer/vecinfer_rules.h"
 #include "expect_error.h"
 #include "test_data.h"
 #include "veloxquant/cache.h"
+#include "veloxquant/calibration.h"
 #include "veloxquant/cuda.h"
 #include "veloxquant/error.h"
 #include "veloxquant/method.h"
@@ -114,7 +116,7 @@ TEST(DeviceCacheConfig, SupportsIsTheConfigurationsAnswer) {
   std::string listed;
   for (const MethodInfo& m : registered_methods())
     if (m.cuda_config) listed += (listed.empty() ? "" : ", ") + m.name;
-  EXPECT_EQ(listed, "fp16, kivi, turboquant_mse, turboquant_prod, turboquant_rvq, qjl");
+  EXPECT_EQ(listed, "fp16, kivi, turboquant_mse, turboquant_prod, turboquant_rvq, qjl, vecinfer");
   EXPECT_CONTAINS(cuda::supports(parse_spec("palu"), kShape).reason, "the CUDA backend runs " + listed + "; palu");
 }
 
@@ -277,6 +279,78 @@ TEST(DeviceCacheConfig, TurboQuantRvqStagesReproduceTheCpuCodec) {
   EXPECT_CONTAINS(refusal("turboquant_rvq:bits=3,vbits=3"),
                   "turboquant_rvq bits 3 per stage; expected 1 or 2");
   EXPECT_CONTAINS(refusal("turboquant_rvq:bits=1,vbits=2"), "bits=1 and vbits=2");
+}
+
+// vecinfer: the calibration's tables reproduce the CPU cache's key indices (y = R (k / lambda),
+// then per sub-space the nearest centroid, distances summed in double as the codec sums them) and
+// its values (turboquant_mse's tables); without an artifact only the settings are checked.
+TEST(DeviceCacheConfig, VecinferTablesReproduceTheCpuCodec) {
+  for (const size_t dim : {kDim, size_t{96}, size_t{80}}) {
+    const std::string spec = "vecinfer:vbits=4";
+    const std::string where = spec + " head_dim " + std::to_string(dim);
+    LayerShape shape{2, dim, 3, 11, 6};
+    EXPECT_TRUE(cuda::supports(parse_spec(spec), shape)) << where;  // the settings alone
+    const size_t calibration_tokens = 600;
+    const std::vector<float> ck = test::gaussian(calibration_tokens * 2 * dim, 7),
+                             cv = test::gaussian(calibration_tokens * 2 * dim, 8);
+    shape.calibration = calibrate_on_samples(parse_spec(spec), {ck, cv, calibration_tokens, 2, dim, 0}, 6);
+    const cuda::CacheConfig c = device_cache_config(spec, shape, 1, 64);
+    ASSERT_EQ(c.format, "vecinfer");
+    EXPECT_EQ(c.bits, 4u);
+    const auto* tables = cuda::tables_of<cuda::VecinferTables>(c);
+    ASSERT_NE(tables, nullptr) << where;
+    const cuda::VecinferTables& t = *tables;
+    const size_t dims = t.dims, subspaces = dim / dims;
+    ASSERT_EQ(t.codebooks.size(), 2 * dim * t.centroids) << where;
+
+    const size_t tokens = 16;
+    KVCache cache(spec, shape);
+    const std::vector<float> k = test::gaussian(tokens * 2 * dim, 9),
+                             v = test::gaussian(tokens * 2 * dim, 10);
+    cache.append(TensorView::f32(k.data(), {tokens, 2, dim}), TensorView::f32(v.data(), {tokens, 2, dim}));
+    for (size_t h = 0; h < 2; ++h) {
+      const std::vector<uint8_t>& codes = cache.key_streams()[h].codes;
+      ASSERT_EQ(codes.size(), tokens * subspaces) << where;
+      for (size_t tok = 0; tok < tokens; ++tok) {
+        std::vector<float> y(dim);
+        for (size_t i = 0; i < dim; ++i)
+          y[i] = f16_to_f32(f32_to_f16(k[(tok * 2 + h) * dim + i])) / t.smooth[h * dim + i];
+        rotate(y, t.key_signs, t.key_rotation, true);
+        for (size_t s = 0; s < subspaces; ++s) {
+          size_t best = 0;
+          double best_d = INFINITY;
+          for (size_t j = 0; j < t.centroids; ++j) {
+            const float* centroid = t.codebooks.data() + ((h * subspaces + s) * t.centroids + j) * dims;
+            double d = 0;
+            for (size_t i = 0; i < dims; ++i) {
+              const double e = static_cast<double>(y[s * dims + i]) - centroid[i];
+              d += e * e;
+            }
+            if (d < best_d) best = j, best_d = d;
+          }
+          EXPECT_EQ(codes[tok * subspaces + s], best) << where << " KV head " << h << " token " << tok;
+        }
+      }
+    }
+    const std::vector<float> cpu_v = cache.decode_values();
+    const cuda::TurboQuantTables& tv = t.values;
+    for (size_t row = 0; row < tokens * 2; ++row) {
+      const std::vector<float> x(v.begin() + row * dim, v.begin() + (row + 1) * dim);
+      const std::vector<float> ref(cpu_v.begin() + row * dim, cpu_v.begin() + (row + 1) * dim);
+      EXPECT_LT(
+          test::relative_l2(decode_with_tables(x, tv.value_signs, tv.value_rotation, tv.value_centroids,
+                                               [&](float u) { return count_below(tv.value_boundaries, u); }),
+                            ref),
+          1e-5)
+          << where << " value row " << row;
+    }
+  }
+  // The attention block's table and tiles must fit a multiprocessor's shared memory.
+  EXPECT_CONTAINS(cuda::supports(parse_spec("vecinfer"), LayerShape{2, 256, 0, 1}).reason,
+                  "expected at most 232448 (longer sub-vectors or fewer centroids fit)");
+  EXPECT_TRUE(cuda::supports(parse_spec("vecinfer:dims=16"), LayerShape{2, 256, 0, 1}));
+  EXPECT_CONTAINS(cuda::supports(parse_spec("vecinfer:vbits=3"), LayerShape{2, 80, 0, 1}).reason,
+                  "value records of 34 bytes");
 }
 
 // qjl: the sizes make() settles on for the head_dim, and a sketch that reproduces the CPU codec's

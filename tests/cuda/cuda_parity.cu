@@ -25,6 +25,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <random>
@@ -35,11 +37,12 @@
 #include "cuda/qjl/qjl_rules.h"
 #include "parity_util.h"
 #include "sampler_parity.h"
-#include "vq_parity.h"
 #include "veloxquant/cache.h"
+#include "veloxquant/calibration.h"
 #include "veloxquant/cuda.h"
 #include "veloxquant/method.h"
 #include "veloxquant/tensor.h"
+#include "vq_parity.h"
 
 namespace vq = veloxquant;
 namespace vc = veloxquant::cuda;
@@ -69,10 +72,36 @@ constexpr size_t kCausal = 70;  // prompt queries attending causally (past a 64-
 constexpr int kLayer = 3;
 constexpr uint64_t kSeed = 42;
 
-// The layer a case's caches are made for, on both backends.
+// A calibrated method's artifact for a case's head_dim, fitted once to random rows whose every
+// 16th key channel is 5 times wider (outlier channels, as real keys have).
+std::shared_ptr<const vq::CalibrationArtifact> calibration_for(const vq::Spec& spec, size_t dim) {
+  static std::map<std::string, std::shared_ptr<const vq::CalibrationArtifact>> fitted;
+  auto& a = fitted[spec.to_string() + " " + std::to_string(dim)];
+  if (!a) {
+    constexpr size_t kTokens = 1024;
+    std::mt19937 gen(20261206);
+    std::normal_distribution<float> normal;
+    std::vector<float> keys(kTokens * kKvHeads * dim), values(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      keys[i] = normal(gen) * (i % dim % 16 == 0 ? 5.0f : 1.0f);
+      values[i] = normal(gen);
+    }
+    a = vq::calibrate_on_samples(spec, vq::CalibrationSamples{keys, values, kTokens, kKvHeads, dim, 0},
+                                 kLayer + 1);
+  }
+  return a;
+}
+
+// The layer a case's caches are made for, on both backends, with its artifact when the method is
+// calibrated.
 vq::LayerShape layer_shape(const Case& k) {
   vq::LayerShape shape{kKvHeads, k.dim, kLayer, kSeed};
   shape.window = k.window, shape.softcap = k.softcap;
+  const vq::Spec spec = vq::parse_spec(k.spec);
+  if (spec.method->calibrated()) {
+    shape.layers = kLayer + 1;
+    shape.calibration = calibration_for(spec, k.dim);
+  }
   return shape;
 }
 
@@ -177,9 +206,10 @@ void compare_attention(const Case& k, vc::DeviceCache& gpu, std::vector<vq::KVCa
     std::vector<vq::CacheStream> keys(kKvHeads), values(kKvHeads);
     for (size_t h = 0; h < kKvHeads; ++h) {
       const vc::HostStream ks = gpu.download_keys(b, h), vs = gpu.download_values(b, h);
-      // No fitted state: the GPU runs none of the methods fitted per stream.
-      keys[h] = vq::CacheStream{{}, ks.codes, ks.encoded, ks.tail, ks.tail_tokens};
-      values[h] = vq::CacheStream{{}, vs.codes, vs.encoded, vs.tail, vs.tail_tokens};
+      // A stream's fitted state (VecInfer's: its KV head's calibrated tables) is the same on both.
+      keys[h] = vq::CacheStream{cpu[b].key_streams()[h].state, ks.codes, ks.encoded, ks.tail, ks.tail_tokens};
+      values[h] = vq::CacheStream{cpu[b].value_streams()[h].state, vs.codes, vs.encoded, vs.tail,
+                                  vs.tail_tokens};
     }
     from_gpu.restore(std::move(keys), std::move(values));
     from_gpu.attend(view, restored.data() + b * qh * d, vq::AttendPath::Reference);
@@ -290,8 +320,12 @@ Result run_case(const Case& k, std::mt19937& gen) {
 // and head_dim 64 or 256 the outer levels (+-(c1 + c2) / sqrt(d)) round 3.9e-4 off, twice the
 // largest rounding of turboquant_mse's 2-bit levels (1.8e-4), and its errors reached 1.3e-3 where
 // turboquant_mse's reached 6.8e-4 (H100, 2026-12-06): 2e-3.
+// vecinfer scores a token by the sum of one table entry per sub-space (16 at head_dim 128), each
+// q'_s . c_sj rounded to fp16 where TurboQuant rounds the query and the levels once per product:
+// 2e-3.
 double bound_for(const std::string& format) {
-  return format == "kivi" || format == "qjl" || format == "turboquant_rvq" ? 2e-3 : 1e-3;
+  return format == "kivi" || format == "qjl" || format == "turboquant_rvq" || format == "vecinfer" ? 2e-3
+                                                                                                   : 1e-3;
 }
 
 // A spec with every bit-width parameter (a name ending in "bits") at b, or none when one of them

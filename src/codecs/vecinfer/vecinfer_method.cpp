@@ -7,6 +7,7 @@
 #include "codecs/common/artifacts_param.h"
 #include "codecs/common/turboquant_values.h"
 #include "codecs/vecinfer/method.h"
+#include "codecs/vecinfer/vecinfer_cuda.h"
 #include "codecs/vecinfer/vecinfer_fit.h"
 #include "codecs/vecinfer/vecinfer_key_codec.h"
 #include "core/rng.h"
@@ -70,19 +71,36 @@ vecinfer::HeadTables tables_from(const LayerCalibration& cal, size_t head, size_
   return {{smooth.begin(), smooth.end()}, {books.begin(), books.end()}};
 }
 
+// Every KV head's tables of the layer, from the shape's calibration artifact.
+std::vector<vecinfer::HeadTables> layer_tables(const Params& p, const LayerShape& s, const PqShape& pq) {
+  const LayerCalibration& cal = layer_calibration(kName, p, s);
+  std::vector<vecinfer::HeadTables> heads;
+  for (size_t h = 0; h < s.kv_heads; ++h) heads.push_back(tables_from(cal, h, s.head_dim, pq));
+  return heads;
+}
+
 LayerCodecs make(const Params& p, const LayerShape& s) {
   if (s.head_dim < 2) {
     throw SpecError(fmt::format("{}: head_dim {}; expected >= 2 (turboquant_mse values rotate "
                                 "vectors of at least two coordinates)", kName, s.head_dim));
   }
   const PqShape pq = pq_shape(p, s.head_dim);
-  const LayerCalibration& cal = layer_calibration(kName, p, s);
-  std::vector<vecinfer::HeadTables> heads;
-  for (size_t h = 0; h < s.kv_heads; ++h) heads.push_back(tables_from(cal, h, s.head_dim, pq));
   LayerCodecs c;
-  c.key = std::make_unique<vecinfer::VecinferKeyCodec>(s.head_dim, pq.dims, pq.centroids, std::move(heads));
+  c.key = std::make_unique<vecinfer::VecinferKeyCodec>(s.head_dim, pq.dims, pq.centroids,
+                                                       layer_tables(p, s, pq));
   c.value = turboquant_values(p, s);
   return c;
+}
+
+// The GPU form: the calibrated tables when the shape carries the artifact; without it (a question
+// about the shape alone, as `veloxquant methods` asks) the settings are checked and no table is
+// loaded, and a cache built so is refused, as on the CPU, for want of its calibration.
+std::string cuda_config(const Params& p, const LayerShape& s, cuda::CacheConfig& c) {
+  const PqShape pq = pq_shape(p, s.head_dim);
+  const auto vbits = static_cast<unsigned>(p.get_int("vbits"));
+  const std::vector<vecinfer::HeadTables> heads = s.calibration ? layer_tables(p, s, pq)
+                                                                : std::vector<vecinfer::HeadTables>{};
+  return vecinfer::cuda_config(pq.dims, pq.centroids, vbits, heads, s, c);
 }
 
 }  // namespace
@@ -106,6 +124,7 @@ MethodInfo vecinfer_method() {
   };
   m.make = make;
   m.fit = fit;
+  m.cuda_config = cuda_config;
   return m;
 }
 
