@@ -116,7 +116,7 @@ TEST(DeviceCacheConfig, SupportsIsTheConfigurationsAnswer) {
   std::string listed;
   for (const MethodInfo& m : registered_methods())
     if (m.cuda_config) listed += (listed.empty() ? "" : ", ") + m.name;
-  EXPECT_EQ(listed, "fp16, kivi, turboquant_mse, turboquant_prod, turboquant_rvq, qjl, vecinfer");
+  EXPECT_EQ(listed, "fp16, kivi, turboquant_mse, turboquant_prod, turboquant_rvq, qjl, vecinfer, ratequant");
   EXPECT_CONTAINS(cuda::supports(parse_spec("palu"), kShape).reason, "the CUDA backend runs " + listed + "; palu");
 }
 
@@ -351,6 +351,32 @@ TEST(DeviceCacheConfig, VecinferTablesReproduceTheCpuCodec) {
   EXPECT_TRUE(cuda::supports(parse_spec("vecinfer:dims=16"), LayerShape{2, 256, 0, 1}));
   EXPECT_CONTAINS(cuda::supports(parse_spec("vecinfer:vbits=3"), LayerShape{2, 80, 0, 1}).reason,
                   "value records of 34 bytes");
+}
+
+// ratequant: its inner quantizer's GPU form at the layer's width, when the layer's heads share one.
+TEST(DeviceCacheConfig, RatequantRunsItsInnerQuantizerAtEachLayersWidth) {
+  LayerShape shape{2, kDim, 0, 11, 3};
+  for (int layer = 0; layer < 3; ++layer) {
+    shape.layer = layer;
+    const cuda::CacheConfig c = device_cache_config("ratequant:bits=2/4/2+kivi", shape, 1, 64);
+    EXPECT_EQ(c.format, "kivi");
+    EXPECT_EQ(c.bits, layer == 1 ? 4u : 2u) << "layer " << layer;
+    const cuda::CacheConfig direct = device_cache_config(layer == 1 ? "kivi:kbits=4,vbits=4" : "kivi", shape,
+                                                         1, 64);
+    EXPECT_EQ(c.group, direct.group);
+    EXPECT_EQ(c.residual, direct.residual);
+  }
+  shape.layer = 1;
+  EXPECT_CONTAINS(
+      cuda::supports(parse_spec("ratequant:bits=2/2/4/2/2/2+kivi"), shape).reason,
+      "ratequant gives layer 1's KV heads the widths 4/2; a GPU cache layer codes its heads with one");
+  EXPECT_CONTAINS(cuda::supports(parse_spec("ratequant:bits=2/4/2+polar"), shape).reason,
+                  "ratequant wraps polar, which runs on the CPU cache only");
+  // Without widths or a calibration, the inner quantizer's own answer.
+  EXPECT_TRUE(cuda::supports(parse_spec("ratequant+kivi"), shape));
+  EXPECT_CONTAINS(
+      cuda::supports(parse_spec("ratequant+turboquant_mse:bits=3,vbits=3"), LayerShape{2, 80, 0, 1}).reason,
+      "turboquant head_dim 80 at 3 bits: records of 34");
 }
 
 // qjl: the sizes make() settles on for the head_dim, and a sketch that reproduces the CPU codec's

@@ -73,9 +73,12 @@ constexpr int kLayer = 3;
 constexpr uint64_t kSeed = 42;
 
 // A calibrated method's artifact for a case's head_dim, fitted once to random rows whose every
-// 16th key channel is 5 times wider (outlier channels, as real keys have).
+// 16th key channel is 5 times wider (outlier channels, as real keys have); null for a spec that
+// needs none (ratequant's explicit widths, which its fit refuses).
 std::shared_ptr<const vq::CalibrationArtifact> calibration_for(const vq::Spec& spec, size_t dim) {
   static std::map<std::string, std::shared_ptr<const vq::CalibrationArtifact>> fitted;
+  const auto widths = spec.params.strings.find("bits");
+  if (widths != spec.params.strings.end() && !widths->second.empty()) return nullptr;
   auto& a = fitted[spec.to_string() + " " + std::to_string(dim)];
   if (!a) {
     constexpr size_t kTokens = 1024;
@@ -98,10 +101,8 @@ vq::LayerShape layer_shape(const Case& k) {
   vq::LayerShape shape{kKvHeads, k.dim, kLayer, kSeed};
   shape.window = k.window, shape.softcap = k.softcap;
   const vq::Spec spec = vq::parse_spec(k.spec);
-  if (spec.method->calibrated()) {
-    shape.layers = kLayer + 1;
-    shape.calibration = calibration_for(spec, k.dim);
-  }
+  shape.layers = kLayer + 1;
+  if (spec.method->calibrated()) shape.calibration = calibration_for(spec, k.dim);
   return shape;
 }
 
@@ -370,19 +371,22 @@ std::vector<Case> generated_cases() {
   }
   // Settings beside the defaults: KIVI's groups of 64, 96 and 128 tokens, QJL's 64-token groups,
   // 64-channel value groups and shorter residual windows.
-  for (const Case& c :
-       std::vector<Case>{{"kivi2_G128_d128_g4", "kivi:kbits=2,vbits=2,group=128,residual=64", 128, 4},
-                         {"kivi4_G64_d128_g8", "kivi:kbits=4,vbits=4,group=64,residual=64", 128, 8},
-                         {"kivi2_G64_d64_g2", "kivi:kbits=2,vbits=2,group=64,residual=64", 64, 2},
-                         {"qjl4_R64_d128_g8", "qjl:vbits=4,residual=64", 128, 8},
-                         {"qjl2_G64_V64_R32_d128_g4", "qjl:vbits=2,group=64,vgroup=64,residual=32", 128, 4},
-                         {"qjl4_V64_d64_g8", "qjl:vbits=4,vgroup=64", 64, 8},
-                         // KIVI's value layouts: lane quads of one 96-channel group; the dense stream with
-                         // groups that do not divide head_dim (96 of 128, 64 of 80).
-                         {"kivi4_G96_d96_g4", "kivi:kbits=4,vbits=4,group=96,residual=64", 96, 4},
-                         {"kivi2_G96_d128_g4", "kivi:kbits=2,vbits=2,group=96,residual=32", 128, 4},
-                         {"kivi4_G64_d80_g8", "kivi:kbits=4,vbits=4,group=64,residual=64", 80, 8},
-                         {"kivi2_G128_d256_g2", "kivi:kbits=2,vbits=2,group=128", 256, 2}})
+  for (const Case& c : std::vector<Case>{
+           {"kivi2_G128_d128_g4", "kivi:kbits=2,vbits=2,group=128,residual=64", 128, 4},
+           {"kivi4_G64_d128_g8", "kivi:kbits=4,vbits=4,group=64,residual=64", 128, 8},
+           {"kivi2_G64_d64_g2", "kivi:kbits=2,vbits=2,group=64,residual=64", 64, 2},
+           {"qjl4_R64_d128_g8", "qjl:vbits=4,residual=64", 128, 8},
+           {"qjl2_G64_V64_R32_d128_g4", "qjl:vbits=2,group=64,vgroup=64,residual=32", 128, 4},
+           {"qjl4_V64_d64_g8", "qjl:vbits=4,vgroup=64", 64, 8},
+           // KIVI's value layouts: lane quads of one 96-channel group; the dense stream with
+           // groups that do not divide head_dim (96 of 128, 64 of 80).
+           {"kivi4_G96_d96_g4", "kivi:kbits=4,vbits=4,group=96,residual=64", 96, 4},
+           {"kivi2_G96_d128_g4", "kivi:kbits=2,vbits=2,group=96,residual=32", 128, 4},
+           {"kivi4_G64_d80_g8", "kivi:kbits=4,vbits=4,group=64,residual=64", 80, 8},
+           {"kivi2_G128_d256_g2", "kivi:kbits=2,vbits=2,group=128", 256, 2},
+           // ratequant: its inner quantizer at the layer's width (layer 3: 2 bits, 4 on the others).
+           {"ratequant_kivi_d128_g4", "ratequant:bits=4/4/4/2+kivi", 128, 4},
+           {"ratequant_tq_d96_g8", "ratequant:bits=4/4/4/2+turboquant_mse", 96, 8}})
     cases.push_back(c);
   return cases;
 }

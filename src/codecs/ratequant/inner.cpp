@@ -49,12 +49,16 @@ void check_inner(const Spec& inner) {
                               "one of: {}", inner.method->name, why, usable));
 }
 
-LayerCodecs make_at_bits(const Spec& inner, int bits, LayerShape shape) {
+Params params_at_bits(const Spec& inner, int bits) {
   Params p = inner.params;
   for (const ParamDef& def : inner.method->params)
     if (is_bit_width(def)) p.numbers[def.name] = bits;
+  return p;
+}
+
+LayerCodecs make_at_bits(const Spec& inner, int bits, LayerShape shape) {
   shape.calibration = nullptr;
-  return inner.method->make(p, shape);
+  return inner.method->make(params_at_bits(inner, bits), shape);
 }
 
 std::pair<int, int> bit_width_range(const Spec& inner) {

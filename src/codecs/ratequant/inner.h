@@ -23,6 +23,9 @@ std::pair<int, int> bit_width_range(const Spec& inner);
 // Throws SpecError when there is none.
 std::vector<int> accepted_bits(const Spec& inner, const LayerShape& shape);
 
+// inner's parameters with every bit-width parameter set to `bits`.
+Params params_at_bits(const Spec& inner, int bits);
+
 // inner's codecs for `shape` with every bit-width parameter set to `bits` (the shape's calibration
 // is not handed on: it is ratequant's).
 LayerCodecs make_at_bits(const Spec& inner, int bits, LayerShape shape);

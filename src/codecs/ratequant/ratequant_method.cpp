@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -78,6 +79,27 @@ LayerCodecs make(const Params& p, const LayerShape& s) {
   return c;
 }
 
+// The GPU form: the inner quantizer's, at this layer's width. A GPU cache layer codes every KV
+// head with one width, so a layer whose heads were given different ones is refused (per=layer, or
+// bits= with a width per layer, gives one). Without bits= or a calibration (a question about the
+// shape alone, as `veloxquant methods` asks) the inner quantizer's form answers at its own widths.
+std::string cuda_config(const Params& p, const LayerShape& s, cuda::CacheConfig& c) {
+  const Spec inner = parse_spec(p.get_text("inner"));
+  if (!inner.method->cuda_config) {
+    return fmt::format("{} wraps {}, which runs on the CPU cache only", kName, inner.method->name);
+  }
+  if (p.get_text("bits").empty() && !s.calibration) return inner.method->cuda_config(inner.params, s, c);
+  const std::vector<int> layer = ratequant::model_bits(p, inner, s).at(static_cast<size_t>(s.layer));
+  if (std::adjacent_find(layer.begin(), layer.end(), std::not_equal_to<>()) != layer.end()) {
+    std::string widths;
+    for (int b : layer) widths += (widths.empty() ? "" : "/") + std::to_string(b);
+    return fmt::format("{} gives layer {}'s KV heads the widths {}; a GPU cache layer codes its heads "
+                       "with one (per=layer, or bits= with one width per layer)",
+                       kName, s.layer, widths);
+  }
+  return inner.method->cuda_config(ratequant::params_at_bits(inner, layer.front()), s, c);
+}
+
 // "bits per layer: 2 4 2 ... (mean 2.5)", a layer's KV heads joined by '/'.
 std::string describe(const Params& p, const LayerShape& s) {
   std::string text;
@@ -120,6 +142,7 @@ MethodInfo ratequant_method() {
   m.describe_calibration = describe;
   m.check_inner = ratequant::check_inner;
   m.default_inner = "kivi";
+  m.cuda_config = cuda_config;
   return m;
 }
 
