@@ -372,11 +372,16 @@ TEST(DeviceCacheConfig, RatequantRunsItsInnerQuantizerAtEachLayersWidth) {
       "ratequant gives layer 1's KV heads the widths 4/2; a GPU cache layer codes its heads with one");
   EXPECT_CONTAINS(cuda::supports(parse_spec("ratequant:bits=2/4/2+polar"), shape).reason,
                   "ratequant wraps polar, which runs on the CPU cache only");
-  // Without widths or a calibration, the inner quantizer's own answer.
-  EXPECT_TRUE(cuda::supports(parse_spec("ratequant+kivi"), shape));
-  EXPECT_CONTAINS(
-      cuda::supports(parse_spec("ratequant+turboquant_mse:bits=3,vbits=3"), LayerShape{2, 80, 0, 1}).reason,
-      "turboquant head_dim 80 at 3 bits: records of 34");
+  // Without widths or a calibration, the inner quantizer's own answer, but per=head over several
+  // KV heads could give them different widths.
+  EXPECT_TRUE(cuda::supports(parse_spec("ratequant:per=layer+kivi"), shape));
+  EXPECT_TRUE(cuda::supports(parse_spec("ratequant+kivi"), LayerShape{1, kDim, 0, 1}));
+  EXPECT_CONTAINS(cuda::supports(parse_spec("ratequant+kivi"), shape).reason,
+                  "ratequant per=head gives each of a layer's 2 KV heads a width of its own");
+  EXPECT_CONTAINS(cuda::supports(parse_spec("ratequant:per=layer+turboquant_mse:bits=3,vbits=3"),
+                                 LayerShape{2, 80, 0, 1})
+                      .reason,
+                  "turboquant head_dim 80 at 3 bits: records of 34");
 }
 
 // qjl: the sizes make() settles on for the head_dim, and a sketch that reproduces the CPU codec's

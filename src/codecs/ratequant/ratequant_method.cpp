@@ -82,13 +82,21 @@ LayerCodecs make(const Params& p, const LayerShape& s) {
 // The GPU form: the inner quantizer's, at this layer's width. A GPU cache layer codes every KV
 // head with one width, so a layer whose heads were given different ones is refused (per=layer, or
 // bits= with a width per layer, gives one). Without bits= or a calibration (a question about the
-// shape alone, as `veloxquant methods` asks) the inner quantizer's form answers at its own widths.
+// shape alone, as `veloxquant methods` asks) the inner quantizer's form answers at its own widths,
+// unless per=head may give a layer's heads different ones.
 std::string cuda_config(const Params& p, const LayerShape& s, cuda::CacheConfig& c) {
   const Spec inner = parse_spec(p.get_text("inner"));
   if (!inner.method->cuda_config) {
     return fmt::format("{} wraps {}, which runs on the CPU cache only", kName, inner.method->name);
   }
-  if (p.get_text("bits").empty() && !s.calibration) return inner.method->cuda_config(inner.params, s, c);
+  if (p.get_text("bits").empty() && !s.calibration) {
+    if (p.get_choice("per") == "head" && s.kv_heads > 1) {
+      return fmt::format("{} per=head gives each of a layer's {} KV heads a width of its own; a GPU cache "
+                         "layer codes its heads with one (per=layer, or bits= with one width per layer)",
+                         kName, s.kv_heads);
+    }
+    return inner.method->cuda_config(inner.params, s, c);
+  }
   const std::vector<int> layer = ratequant::model_bits(p, inner, s).at(static_cast<size_t>(s.layer));
   if (std::adjacent_find(layer.begin(), layer.end(), std::not_equal_to<>()) != layer.end()) {
     std::string widths;
