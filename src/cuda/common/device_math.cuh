@@ -10,6 +10,20 @@ namespace veloxquant::cuda {
 
 inline constexpr int kWarp = 32;
 
+// A 32-bit word, or an f32, at an address 4-byte aligned when WORDS, else only 2-byte aligned
+// (records of an odd number of 16-bit units, such as TurboQuant's 34 bytes at head_dim 80 and 3
+// bits), then as two 16-bit loads.
+template <bool WORDS>
+__device__ inline uint32_t load_u32(const uint8_t* p) {
+  if constexpr (WORDS) return *reinterpret_cast<const uint32_t*>(p);
+  const auto* h = reinterpret_cast<const uint16_t*>(p);
+  return static_cast<uint32_t>(h[0]) | static_cast<uint32_t>(h[1]) << 16;
+}
+template <bool WORDS>
+__device__ inline float load_f32(const uint8_t* p) {
+  return __uint_as_float(load_u32<WORDS>(p));
+}
+
 // 16 bytes global -> shared without a register round trip (sm_80+). Both addresses 16-aligned.
 __device__ inline void copy16_async(void* smem, const void* gmem) {
   const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));

@@ -35,11 +35,12 @@ __device__ void load_query_fragments(const AttendParams& p, int seq, const MmaLa
 }
 
 // O^T += V^T P for a tile of value rows vt (Fp16Tile layout) and the warp's probabilities pt,
-// each times value_norm[token * norm_stride] when value_norm is given (a per-token factor the
-// values carry). The O^T accumulators: m tile m = channels 16m..16m+15.
+// each times the f32 at value_norm + token * norm_stride bytes when value_norm is given (a
+// per-token factor the values carry, in records that may be only 2-byte aligned). The O^T
+// accumulators: m tile m = channels 16m..16m+15.
 template <int D>
 __device__ void sum_value_rows(const uint4* vt, const float* pt, float (&acc)[D / 16][4], const MmaLane& ln,
-                               const float* value_norm = nullptr, int norm_stride = 0) {
+                               const uint8_t* value_norm = nullptr, int norm_stride = 0) {
   using Tile = Fp16Tile<D>;
   const int lane = ln.g * 4 + ln.t, mat = lane / 8, row = lane % 8;
 #pragma unroll
@@ -48,8 +49,10 @@ __device__ void sum_value_rows(const uint4* vt, const float* pt, float (&acc)[D 
     const float* ph = pt + ln.g * kPtStride + t0;
     float w[4] = {ph[0], ph[1], ph[8], ph[9]};
     if (value_norm != nullptr) {
-      w[0] *= value_norm[t0 * norm_stride], w[1] *= value_norm[(t0 + 1) * norm_stride];
-      w[2] *= value_norm[(t0 + 8) * norm_stride], w[3] *= value_norm[(t0 + 9) * norm_stride];
+      w[0] *= load_f32<false>(value_norm + t0 * norm_stride);
+      w[1] *= load_f32<false>(value_norm + (t0 + 1) * norm_stride);
+      w[2] *= load_f32<false>(value_norm + (t0 + 8) * norm_stride);
+      w[3] *= load_f32<false>(value_norm + (t0 + 9) * norm_stride);
     }
     const uint32_t b[2] = {pack_half2(w[0], w[1]), pack_half2(w[2], w[3])};
     // Values as A = V^T (channels x tokens), transposed from rows: (tokens +0/+8) x (chunk +0/+1).
@@ -70,7 +73,7 @@ __device__ void sum_value_rows(const uint4* vt, const float* pt, float (&acc)[D 
 template <int D>
 __device__ void attend_tile_values(float (&s)[2][4], const uint4* vt, float scale, int first_token,
                                    const ScoreMask& mask, TcSoftmax& st, float (&acc)[D / 16][4], float* pt,
-                                   const MmaLane& ln, const float* value_norm = nullptr,
+                                   const MmaLane& ln, const uint8_t* value_norm = nullptr,
                                    int norm_stride = 0) {
 #pragma unroll
   for (int h = 0; h < 2; ++h)

@@ -99,8 +99,9 @@ __global__ void turboquant_append_kernel(AppendParams p, int bits, TurboQuantDev
   const int header = prod ? 8 : 4, code_bytes = d * code_bits / 8;
   const int record = header + code_bytes + (prod ? d / 8 : 0);
   uint8_t* out = s.codes + seq * s.stream_bytes + static_cast<size_t>(s.slot(p.old_tokens + t)) * record;
-  if (c == 0) *reinterpret_cast<float*>(out) = norm;
-  if (c == 0 && prod) *reinterpret_cast<float*>(out + 4) = rho;
+  // Records are 2-byte aligned at some sizes (34 bytes at head_dim 80 and 3 bits): bytewise.
+  if (c == 0) memcpy(out, &norm, sizeof(norm));
+  if (c == 0 && prod) memcpy(out + 4, &rho, sizeof(rho));
   pack_codes(out + header, codes, d, code_bits, c, d);
   if (prod) pack_codes(out + header + code_bytes, signs, d, 1, c, d);
 }

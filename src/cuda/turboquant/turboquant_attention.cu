@@ -39,8 +39,10 @@ struct Layout {
   static constexpr int kKeyPairs = 1 << (2 * kKeyBits), kValuePairs = 1 << (2 * BITS);
   static constexpr int kSignPairs = PROD ? 4 : 0;
   static constexpr int kQueryFloats = (PROD ? 2 : 1) * D;  // per head: R q (and S R q)
-  // Records stay 4-aligned and the tables end 16-aligned (the tiles after them take cp.async).
-  static_assert(kKeyBytes % 4 == 0 && kValueBytes % 4 == 0 && kStage % 16 == 0);
+  static constexpr bool kKeyWords = kKeyBytes % 4 == 0;    // key records 4-byte aligned
+  // Records stay 2-aligned (read as 16-bit halves, device_math.cuh) and the tables end 16-aligned
+  // (the tiles after them take cp.async).
+  static_assert(kKeyBytes % 2 == 0 && kValueBytes % 2 == 0 && kStage % 16 == 0);
   static_assert((kKeyPairs + kValuePairs + kSignPairs) % 4 == 0);
 };
 
@@ -126,15 +128,15 @@ __global__ void __launch_bounds__(kThreads) turboquant_attend_kernel(AttendParam
         const uint8_t* r0 = krec + (16 * h + ln.g) * L::kKeyBytes;
         const uint8_t* r1 = r0 + 8 * L::kKeyBytes;
         constexpr int kb = L::kKeyBits;
-        const uint32_t c0 = packed_codes<kb, 1>(r0, 8 * L::kKeyHeader, 16 * k + 4 * ln.t);
-        const uint32_t c1 = packed_codes<kb, 1>(r1, 8 * L::kKeyHeader, 16 * k + 4 * ln.t);
+        const uint32_t c0 = packed_codes<kb, 1, L::kKeyWords>(r0, 8 * L::kKeyHeader, 16 * k + 4 * ln.t);
+        const uint32_t c1 = packed_codes<kb, 1, L::kKeyWords>(r1, 8 * L::kKeyHeader, 16 * k + 4 * ln.t);
         const uint32_t a[4] = {key_pairs[c0 & kKeyMask], key_pairs[c1 & kKeyMask],
                                key_pairs[(c0 >> (2 * kb)) & kKeyMask], key_pairs[(c1 >> (2 * kb)) & kKeyMask]};
         mma_16816(s[h], a, bq[k]);
         if constexpr (PROD) {
           constexpr int kSignBit = 8 * (L::kKeyBytes - D / 8);  // the signs end the record
-          const uint32_t z0 = packed_codes<1, 1>(r0, kSignBit, 16 * k + 4 * ln.t);
-          const uint32_t z1 = packed_codes<1, 1>(r1, kSignBit, 16 * k + 4 * ln.t);
+          const uint32_t z0 = packed_codes<1, 1, L::kKeyWords>(r0, kSignBit, 16 * k + 4 * ln.t);
+          const uint32_t z1 = packed_codes<1, 1, L::kKeyWords>(r1, kSignBit, 16 * k + 4 * ln.t);
           const uint32_t sa[4] = {sign_pairs[z0 & 3], sign_pairs[z1 & 3], sign_pairs[(z0 >> 2) & 3],
                                   sign_pairs[(z1 >> 2) & 3]};
           mma_16816(z[h], sa, bs[k]);
@@ -143,17 +145,18 @@ __global__ void __launch_bounds__(kThreads) turboquant_attend_kernel(AttendParam
     }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const float* r0 = reinterpret_cast<const float*>(krec + (16 * h + ln.g) * L::kKeyBytes);
-      const float* r1 = reinterpret_cast<const float*>(krec + (16 * h + ln.g + 8) * L::kKeyBytes);
-      s[h][0] *= r0[0], s[h][1] *= r0[0], s[h][2] *= r1[0], s[h][3] *= r1[0];
+      const uint8_t* r0 = krec + (16 * h + ln.g) * L::kKeyBytes;
+      const uint8_t* r1 = krec + (16 * h + ln.g + 8) * L::kKeyBytes;
+      const float n0 = load_f32<L::kKeyWords>(r0), n1 = load_f32<L::kKeyWords>(r1);
+      s[h][0] *= n0, s[h][1] *= n0, s[h][2] *= n1, s[h][3] *= n1;
       if constexpr (PROD) {
         constexpr float kQjl = 1.2533141373155003f / D;  // sqrt(pi / 2) / D
-        const float w0 = kQjl * r0[1], w1 = kQjl * r1[1];
+        const float w0 = kQjl * load_f32<L::kKeyWords>(r0 + 4), w1 = kQjl * load_f32<L::kKeyWords>(r1 + 4);
         s[h][0] += w0 * z[h][0], s[h][1] += w0 * z[h][1], s[h][2] += w1 * z[h][2], s[h][3] += w1 * z[h][3];
       }
     }
-    attend_tile_values<D>(s, vt, 1.0f, tile * kTileTokens, score_mask(p, p.main_end), st, acc, pt, ln,
-                          reinterpret_cast<const float*>(vrec), L::kValueBytes / 4);
+    attend_tile_values<D>(s, vt, 1.0f, tile * kTileTokens, score_mask(p, p.main_end), st, acc, pt, ln, vrec,
+                          L::kValueBytes);
   });
   async_wait<0>();
   __syncthreads();
@@ -179,10 +182,7 @@ SplitKernel for_group(const AttendParams& p) {
 template <int D, bool PROD>
 SplitKernel for_bits(const AttendParams& p, int bits) {
   if (bits == 2) return for_group<D, 2, PROD>(p);
-  // 80 channels at 3 bits: records of 34 bytes, refused by turboquant_rules.h.
-  if constexpr (D != 80) {
-    if (bits == 3) return for_group<D, 3, PROD>(p);
-  }
+  if (bits == 3) return for_group<D, 3, PROD>(p);
   if (bits == 4) return for_group<D, 4, PROD>(p);
   throw Error("cuda turboquant attention: bits " + std::to_string(bits) + "; expected 2, 3 or 4");
 }

@@ -13,13 +13,14 @@ namespace veloxquant::cuda {
 
 // 4 * N packed codes of BITS bits, those of channels c .. c + 4N - 1 (c a multiple of 4) of a
 // record whose code 0 starts at bit first_bit (a multiple of 32), low bits first. The word after
-// them may be read (the stage's slack covers the last record).
-template <int BITS, int N>
+// them may be read (the stage's slack covers the last record). WORDS: the record is 4-byte
+// aligned (every size but head_dim 80 at 3 bits, whose 34 bytes are read as 16-bit halves).
+template <int BITS, int N, bool WORDS>
 __device__ uint32_t packed_codes(const uint8_t* record, int first_bit, int c) {
-  const uint32_t* w = reinterpret_cast<const uint32_t*>(record);
   const int bit = first_bit + c * BITS, word = bit / 32, shift = bit % 32;
-  if constexpr (32 % (4 * N * BITS) == 0) return w[word] >> shift;  // never spans two words
-  else return __funnelshift_r(w[word], w[word + 1], shift);
+  const uint32_t w0 = load_u32<WORDS>(record + 4 * word);
+  if constexpr (32 % (4 * N * BITS) == 0) return w0 >> shift;  // never spans two words
+  else return __funnelshift_r(w0, load_u32<WORDS>(record + 4 * word + 4), shift);
 }
 
 // pairs[i + j * 2^BITS] = fp16 (levels[i], levels[j]), block-wide with THREADS threads.
@@ -40,7 +41,8 @@ __device__ void decode_value_tile(const uint8_t* vrec, const uint32_t* value_pai
 #pragma unroll 4
   for (int i = lane; i < kTileTokens * Tile::kChunks; i += kWarp) {
     const int token = i / Tile::kChunks, chunk = i % Tile::kChunks;
-    const uint32_t codes = packed_codes<BITS, 2>(vrec + token * kValueBytes, 32, 8 * chunk);
+    const uint32_t codes = packed_codes<BITS, 2, kValueBytes % 4 == 0>(vrec + token * kValueBytes, 32,
+                                                                       8 * chunk);
     uint4 row;
     row.x = value_pairs[codes & kMask];
     row.y = value_pairs[(codes >> (2 * BITS)) & kMask];

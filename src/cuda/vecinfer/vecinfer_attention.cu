@@ -103,8 +103,8 @@ __global__ void __launch_bounds__(kThreads) vecinfer_attend_kernel(AttendParams 
         }
       }
     }
-    attend_tile_values<D>(s, vt, 1.0f, tile * kTileTokens, score_mask(p, p.main_end), st, acc, pt, ln,
-                          reinterpret_cast<const float*>(vrec), kValueBytes / 4);
+    attend_tile_values<D>(s, vt, 1.0f, tile * kTileTokens, score_mask(p, p.main_end), st, acc, pt, ln, vrec,
+                          kValueBytes);
   });
   async_wait<0>();
   __syncthreads();
@@ -129,10 +129,7 @@ SplitKernel for_group(const AttendParams& p) {
 template <int D>
 SplitKernel for_bits(const AttendParams& p, int bits) {
   if (bits == 2) return for_group<D, 2>(p);
-  // 80 channels at 3 bits: value records of 34 bytes, refused by vecinfer_rules.h.
-  if constexpr (D != 80) {
-    if (bits == 3) return for_group<D, 3>(p);
-  }
+  if (bits == 3) return for_group<D, 3>(p);
   if (bits == 4) return for_group<D, 4>(p);
   throw Error("cuda vecinfer attention: vbits " + std::to_string(bits) + "; expected 2, 3 or 4");
 }

@@ -48,9 +48,6 @@ inline constexpr size_t kVecinferMaxSharedMemory = 232448;
 inline std::string vecinfer_shape_problem(const CacheConfig& c, size_t dims, size_t centroids) {
   auto n = [](size_t v) { return std::to_string(v); };
   if (!turboquant_bits_supported(c.bits)) return "vecinfer vbits " + n(c.bits) + "; expected 2, 3 or 4";
-  if (turboquant_value_record(c.head_dim, c.bits) % 4 != 0)
-    return "vecinfer head_dim " + n(c.head_dim) + " at vbits " + n(c.bits) + ": value records of " +
-           n(turboquant_value_record(c.head_dim, c.bits)) + " bytes; expected a multiple of 4";
   if (dims < 1 || c.head_dim % dims != 0 || centroids < 1 || centroids > 256)
     return "vecinfer dims " + n(dims) + " and centroids " + n(centroids) +
            "; expected dims dividing head_dim and 1..256 centroids";
