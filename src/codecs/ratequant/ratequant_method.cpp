@@ -100,7 +100,10 @@ std::string cuda_config(const Params& p, const LayerShape& s, cuda::CacheConfig&
   const std::vector<int> layer = ratequant::model_bits(p, inner, s).at(static_cast<size_t>(s.layer));
   if (std::adjacent_find(layer.begin(), layer.end(), std::not_equal_to<>()) != layer.end()) {
     std::string widths;
-    for (int b : layer) widths += (widths.empty() ? "" : "/") + std::to_string(b);
+    for (int b : layer) {
+      if (!widths.empty()) widths += '/';
+      widths += std::to_string(b);
+    }
     return fmt::format("{} gives layer {}'s KV heads the widths {}; a GPU cache layer codes its heads "
                        "with one (per=layer, or bits= with one width per layer)",
                        kName, s.layer, widths);
