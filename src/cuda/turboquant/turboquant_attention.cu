@@ -40,8 +40,8 @@ struct Layout {
   static constexpr int kSignPairs = PROD ? 4 : 0;
   static constexpr int kQueryFloats = (PROD ? 2 : 1) * D;  // per head: R q (and S R q)
   static constexpr bool kKeyWords = kKeyBytes % 4 == 0;    // key records 4-byte aligned
-  // Records stay 2-aligned (read as 16-bit halves, device_math.cuh) and the tables end 16-aligned
-  // (the tiles after them take cp.async).
+  // Records stay 2-aligned (those not 4-aligned are read as 16-bit halves, device_math.cuh) and
+  // the tables end 16-aligned (the tiles after them take cp.async).
   static_assert(kKeyBytes % 2 == 0 && kValueBytes % 2 == 0 && kStage % 16 == 0);
   static_assert((kKeyPairs + kValuePairs + kSignPairs) % 4 == 0);
 };
