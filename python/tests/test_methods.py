@@ -76,7 +76,8 @@ def test_bad_spec_names_the_parameter(spec, words):
     ("kivi:kbits=2,vbits=4", 128, ["kbits=2 and vbits=4", "set them equal"]),
     ("kivi:kbits=4,vbits=4", 96, None),
     ("turboquant_mse:bits=4,vbits=4", 96, None),
-    ("turboquant_mse:bits=3,vbits=3", 80, ["head_dim 80 at 3 bits", "expected multiples of 4"]),
+    ("turboquant_mse:bits=3,vbits=3", 80, None),
+    ("qjl", 80, ["qjl outliers 5 (at head_dim 80)", "expected 4 or 8"]),
     ("palu", 128, ["palu runs on the CPU cache", "turboquant_prod"]),
     ("snapkv+kivi", 128, ["snapkv"]),
 ])
