@@ -39,8 +39,10 @@ LayerShape with_calibration(const Spec& spec, LayerShape shape) {
   const auto it = spec.params.strings.find("artifacts");
   if (it == spec.params.strings.end() || it->second.empty()) return shape;
   const std::string& dir = it->second;
-  // A calibrated method's directory may hold precomputed tables too; any other's must.
-  if (!spec.method->calibrated() || std::filesystem::exists(precomputed_path(dir))) load_precomputed(dir);
+  // A calibrated method's directory may hold precomputed tables too; any other's must. A name the
+  // file system refuses (too long, say) holds none: the loads below say what is missing.
+  std::error_code ec;
+  if (!spec.method->calibrated() || std::filesystem::exists(precomputed_path(dir), ec)) load_precomputed(dir);
   if (spec.method->calibrated() && !shape.calibration) shape.calibration = load_calibration(dir, spec);
   return shape;
 }

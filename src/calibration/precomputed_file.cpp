@@ -115,7 +115,8 @@ PrecomputeReport precompute_tables(const PrecomputeRequest& request, const std::
     specs.push_back(std::move(spec));
   }
   Tables tables;
-  if (std::filesystem::exists(precomputed_path(dir))) {
+  std::error_code ec;  // a name the file system refuses holds no tables; writing them says why
+  if (std::filesystem::exists(precomputed_path(dir), ec)) {
     try {
       tables = parse_precomputed(read_whole(precomputed_path(dir)));
     } catch (const FormatError& e) {

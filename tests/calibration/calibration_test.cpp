@@ -100,6 +100,16 @@ TEST(Calibration, AMissingArtifactSaysHowToMakeIt) {
   EXPECT_CONTAINS(message, "veloxquant calibrate");
 }
 
+// A directory name the file system refuses (a component past 255 bytes) is a missing artifact,
+// not a std::filesystem exception out of the cache's constructor (found by fuzz_spec).
+TEST(Calibration, AnUnusableDirectoryNameIsAMissingArtifact) {
+  const std::string dir(300, 'x');
+  const std::string message = test::error_message<Error>([&] {
+    KVCache cache("kvquant_nuq:artifacts=" + dir, LayerShape{1, 16, 0, 0});
+  });
+  EXPECT_CONTAINS(message, "no calibration artifact");
+}
+
 TEST(Calibration, AnArtifactThatIsADirectoryIsRefusedByName) {
   TempDir dir;
   std::filesystem::create_directory(dir.file("kvquant_nuq.vqcal"));
