@@ -48,7 +48,9 @@ if parity=$(carried veloxquant_cuda_parity); then
     echo "causal attention after every append of a 1928-token sequence against the CPU cache, and the bytes"
     echo "each holds at the end. The other tables: the vector-quantization kernels and CommVQ's fused"
     echo "centroid gather + RoPE (\`tests/cuda/vq_parity.cu\`), and the GPU sampler against the host's"
-    echo "\`Sampler::pick\` (\`tests/cuda/sampler_parity.cu\`). What the bounds rest on: docs/cuda.md."
+    echo "\`Sampler::pick\` (\`tests/cuda/sampler_parity.cu\`). GPU sessions (\`tests/cuda/session_parity.cpp\`,"
+    echo "no table): a session file saved on either device restores on the other and decodes as it does."
+    echo "What the bounds rest on: docs/cuda.md."
     echo
     grep -E '^\||^$' "$out/parity.log" | cat -s
   } > "$out/parity.md"

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,11 @@ struct HostStream {
   size_t encoded = 0;
   std::vector<uint8_t> tail;
   size_t tail_tokens = 0;
+};
+
+// A layer's streams in the CPU layout: keys and values of stream b * kv_heads + h.
+struct LayerStreams {
+  std::vector<HostStream> keys, values;
 };
 
 // Whether the CUDA backend holds `spec` for a layer of `shape`: the one answer that the runtime,
@@ -118,6 +124,11 @@ class DeviceCache {
   // Throws Error once a window has overwritten codes (CacheConfig::max_append).
   HostStream download_keys(size_t batch, size_t kv_head) const;
   HostStream download_values(size_t batch, size_t kv_head) const;
+  // Replaces what the cache holds by `tokens` tokens of every sequence in the CPU layout, as the
+  // downloads give them (a saved session's caches): keys[b * kv_heads + h], values likewise.
+  // Everything is checked before anything changes; throws Error naming the stream and the count
+  // or size that disagrees with this configuration. Synchronous.
+  void upload(size_t tokens, std::span<const HostStream> keys, std::span<const HostStream> values);
 
  private:
   struct Impl;

@@ -101,6 +101,12 @@ class DeviceDecoder {
   size_t weight_bytes() const;
   // Empties every cache.
   void reset();
+  // Layer l's cache, whose streams a saved session downloads (DeviceCache::download_keys).
+  const DeviceCache& cache(size_t layer) const;
+  // Replaces every layer's caches by `tokens` tokens of every sequence (layers[l]: as
+  // DeviceCache::upload takes them), so the next step() continues at position `tokens`. Throws
+  // Error naming the layer that disagrees; the caches are empty then.
+  void restore(size_t tokens, std::span<const LayerStreams> layers);
 
  private:
   struct Impl;

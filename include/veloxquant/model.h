@@ -203,13 +203,16 @@ class Session {
   // Sequences decoded in lockstep (SessionOptions::batch).
   size_t batch() const;
   // One cache per layer that stores keys and values (ModelConfig::cache_layers; session files
-  // save them). Throws Error on Device::Cuda, whose caches
-  // live in GPU memory; so do restore() and set_observer() with an observer.
+  // save them). On Device::Cuda, host copies of the GPU caches' streams, downloaded at each call
+  // and valid until the next. Throws Error for a session of several sequences; set_observer() with
+  // an observer throws on Device::Cuda.
   std::span<const KVCache> caches() const;
-  // Replaces the token history and every layer's cache at once (session files restore them).
+  // Replaces the token history and every layer's cache at once (session files restore them; on
+  // Device::Cuda the streams are uploaded to the GPU caches).
   // Throws Error, leaving the session unchanged, unless there is one cache per cache layer, each with
   // this session's spec and that layer's shape (KV heads, head_dim, layer index, seed) and holding
-  // tokens.size() tokens, and the tokens are valid ids that fit the context.
+  // tokens.size() tokens, and the tokens are valid ids that fit the context. (Should the upload
+  // itself fail on Device::Cuda, the session is left empty.)
   void restore(std::vector<int32_t> tokens, std::vector<KVCache> caches);
 
  private:

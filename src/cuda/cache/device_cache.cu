@@ -163,6 +163,46 @@ struct DeviceCache::Impl {
     }
     return out;
   }
+
+  // What upload() needs of one direction's streams for `n` tokens, before anything is written.
+  void check_upload(std::span<const HostStream> in, const StreamView& s, int block, size_t n,
+                    bool key) const {
+    const char* what = key ? "keys" : "values";
+    require<Error>(in.size() == streams(), "cuda cache upload",
+                   std::to_string(in.size()) + " streams of " + what +
+                       "; expected batch x kv_heads = " + std::to_string(streams()));
+    const size_t e = static_cast<size_t>(encoded_tokens(static_cast<int>(n), residual(), block));
+    require<Error>(s.wrap_tokens == 0 || e <= static_cast<size_t>(s.wrap_tokens), "cuda cache upload",
+                   std::to_string(e) + " encoded tokens for a windowed layer whose codes wrap after " +
+                       std::to_string(s.wrap_tokens) + "; expected a prompt within the window");
+    for (size_t i = 0; i < in.size(); ++i) {
+      const HostStream& h = in[i];
+      const size_t code_bytes_now = code_bytes(key, e), tail_bytes = (n - e) * config.head_dim * 2;
+      if (h.encoded != e || h.tail_tokens != n - e || h.codes.size() != code_bytes_now ||
+          h.tail.size() != tail_bytes) {
+        throw Error("cuda cache upload: stream " + std::to_string(i) + " of " + what + " holds " +
+                    std::to_string(h.encoded) + " encoded tokens in " + std::to_string(h.codes.size()) +
+                    " bytes and " + std::to_string(h.tail_tokens) + " fp16 rows in " +
+                    std::to_string(h.tail.size()) + "; expected " + std::to_string(e) + " in " +
+                    std::to_string(code_bytes_now) + " and " + std::to_string(n - e) + " in " +
+                    std::to_string(tail_bytes) + " for " + std::to_string(n) + " tokens");
+      }
+    }
+  }
+
+  void upload(std::span<const HostStream> in, const StreamView& s) const {
+    const size_t d = config.head_dim;
+    for (size_t seq = 0; seq < in.size(); ++seq) {
+      const HostStream& h = in[seq];
+      VQ_CUDA_CHECK(
+          cudaMemcpy(s.codes + seq * s.stream_bytes, h.codes.data(), h.codes.size(), cudaMemcpyHostToDevice));
+      for (size_t t = h.encoded; t < h.encoded + h.tail_tokens; ++t) {
+        uint16_t* row = s.ring + (seq * s.ring_tokens + t % s.ring_tokens) * d;
+        VQ_CUDA_CHECK(
+            cudaMemcpy(row, h.tail.data() + (t - h.encoded) * d * 2, d * 2, cudaMemcpyHostToDevice));
+      }
+    }
+  }
 };
 
 DeviceCache::DeviceCache(const CacheConfig& config) : impl_(std::make_unique<Impl>()) {
@@ -264,6 +304,19 @@ HostStream DeviceCache::download_keys(size_t batch, size_t kv_head) const {
 }
 HostStream DeviceCache::download_values(size_t batch, size_t kv_head) const {
   return impl_->download(impl_->values, impl_->value_block(), batch, kv_head, false);
+}
+
+void DeviceCache::upload(size_t tokens, std::span<const HostStream> keys,
+                         std::span<const HostStream> values) {
+  Impl& m = *impl_;
+  require<Error>(tokens <= m.config.capacity, "cuda cache upload",
+                 std::to_string(tokens) + " tokens; expected at most capacity " +
+                     std::to_string(m.config.capacity));
+  m.check_upload(keys, m.keys, m.key_block(), tokens, true);
+  m.check_upload(values, m.values, m.value_block(), tokens, false);
+  m.upload(keys, m.keys);
+  m.upload(values, m.values);
+  m.tokens = tokens;
 }
 
 }  // namespace veloxquant::cuda

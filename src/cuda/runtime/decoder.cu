@@ -378,4 +378,32 @@ void DeviceDecoder::reset() {
   impl_->logit_rows = 0;
 }
 
+const DeviceCache& DeviceDecoder::cache(size_t layer) const {
+  require<Error>(layer < impl_->caches.size(), "cuda decoder",
+                 "cache of layer " + std::to_string(layer) + "; the model has " +
+                     std::to_string(impl_->caches.size()));
+  return *impl_->caches[layer];
+}
+
+void DeviceDecoder::restore(size_t tokens, std::span<const LayerStreams> layers) {
+  Impl& m = *impl_;
+  require<Error>(layers.size() == m.caches.size(), "cuda decoder restore",
+                 std::to_string(layers.size()) + " layers of streams; expected the model's " +
+                     std::to_string(m.caches.size()));
+  reset();
+  try {
+    for (size_t l = 0; l < layers.size(); ++l) {
+      try {
+        m.caches[l]->upload(tokens, layers[l].keys, layers[l].values);
+      } catch (const Error& e) {
+        throw Error("layer " + std::to_string(l) + ": " + e.what());
+      }
+    }
+  } catch (...) {
+    reset();
+    throw;
+  }
+  m.tokens = tokens;
+}
+
 }  // namespace veloxquant::cuda

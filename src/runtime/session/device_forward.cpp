@@ -46,8 +46,38 @@ class CudaForward final : public DeviceForward {
   size_t value_bytes() const override { return decoder_.value_bytes(); }
   size_t weight_bytes() const override { return weight_bytes_; }
   void reset() override { decoder_.reset(); }
+  void download(size_t layer, std::vector<CacheStream>& keys,
+                std::vector<CacheStream>& values) const override {
+    const cuda::DeviceCache& cache = decoder_.cache(layer);
+    keys.clear(), values.clear();
+    for (size_t h = 0; h < cache.config().kv_heads; ++h) {
+      keys.push_back(host_to_cpu(cache.download_keys(0, h)));
+      values.push_back(host_to_cpu(cache.download_values(0, h)));
+    }
+  }
+  void restore(size_t tokens, std::span<const KVCache> caches) override {
+    std::vector<cuda::LayerStreams> layers(caches.size());
+    for (size_t l = 0; l < caches.size(); ++l) {
+      for (const CacheStream& s : caches[l].key_streams()) layers[l].keys.push_back(cpu_to_host(s, l));
+      for (const CacheStream& s : caches[l].value_streams()) layers[l].values.push_back(cpu_to_host(s, l));
+    }
+    decoder_.restore(tokens, layers);
+  }
 
  private:
+  static CacheStream host_to_cpu(cuda::HostStream s) {
+    return CacheStream{{}, std::move(s.codes), s.encoded, std::move(s.tail), s.tail_tokens};
+  }
+  // The GPU's methods fit nothing per stream: a stream with fitted state is not theirs.
+  static cuda::HostStream cpu_to_host(const CacheStream& s, size_t layer) {
+    if (!s.state.empty()) {
+      throw Error("device cuda: layer " + std::to_string(layer) + "'s streams hold " +
+                  std::to_string(s.state.size()) +
+                  " bytes of fitted state, which the CUDA caches do not keep; expected a method without "
+                  "per-stream fits");
+    }
+    return cuda::HostStream{s.codes, s.encoded, s.tail, s.tail_tokens};
+  }
   static size_t matrix_bytes(const cuda::DecoderWeights& w) {
     size_t n = w.token_embd.size() + w.output.size();
     for (const cuda::DecoderLayerWeights& l : w.layers)

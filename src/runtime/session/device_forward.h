@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "veloxquant/cache.h"
 #include "veloxquant/calibration.h"
 #include "veloxquant/model.h"
 #include "veloxquant/spec.h"
@@ -29,6 +30,13 @@ class DeviceForward {
   // Bytes of the weights on the device: every matrix decoded once at load to f16 (or f32).
   virtual size_t weight_bytes() const = 0;
   virtual void reset() = 0;
+  // The one sequence's streams of cache layer l in the CPU cache's layout (Session::caches() of a
+  // GPU session, what a session file saves).
+  virtual void download(size_t layer, std::vector<CacheStream>& keys,
+                        std::vector<CacheStream>& values) const = 0;
+  // Every layer's cache replaced by the streams of caches[l] (one sequence's, `tokens` tokens each:
+  // a restored session file); the next step continues at position `tokens`.
+  virtual void restore(size_t tokens, std::span<const KVCache> caches) = 0;
 };
 
 // Throws Error when the build has no CUDA backend, and SpecError naming the methods that have

@@ -190,6 +190,17 @@ struct Session::Impl {
     }
   }
 
+  // A GPU session's caches as host copies (Session::caches()): the CPU's layer caches holding the
+  // device's streams, which KVCache::restore checks against the method's codecs.
+  void download_caches() {
+    make_caches();
+    std::vector<CacheStream> keys, values;
+    for (size_t l = 0; l < caches.size(); ++l) {
+      gpu->download(l, keys, values);
+      caches[l].restore(std::move(keys), std::move(values));
+    }
+  }
+
   // What a GPU session cannot do: its caches are not KVCache objects in host memory.
   void require_cpu(const char* what) const {
     if (gpu) {
@@ -545,15 +556,15 @@ std::span<const int32_t> Session::tokens(size_t sequence) const {
 }
 size_t Session::batch() const { return impl_->options.batch; }
 std::span<const KVCache> Session::caches() const {
-  impl_->require_cpu("caches()");
   impl_->require_one_sequence("caches()");
+  if (impl_->gpu) impl_->download_caches();
   return impl_->caches;
 }
 
 void Session::restore(std::vector<int32_t> tokens, std::vector<KVCache> caches) {
   Impl& s = *impl_;
-  s.require_cpu("restore");
   s.require_one_sequence("restore");
+  if (s.gpu) s.make_caches();  // the layers' shapes to check against
   const ModelConfig& c = s.model.config();
   const Spec& spec = s.spec;
   if (caches.size() != c.cache_layers()) {
@@ -580,7 +591,17 @@ void Session::restore(std::vector<int32_t> tokens, std::vector<KVCache> caches) 
     throw Error(fmt::format("restore got {} tokens; the context holds {}", tokens.size(), s.context));
   }
   check_token_ids(tokens, c.vocab);
-  s.caches = std::move(caches);
+  if (s.gpu) {
+    try {
+      s.gpu->restore(tokens.size(), caches);
+    } catch (...) {
+      reset();  // the device caches are empty now: so is the session
+      throw;
+    }
+    s.caches.clear();
+  } else {
+    s.caches = std::move(caches);
+  }
   s.history[0] = std::move(tokens);
   s.position = s.history[0].size();
   s.logits_kept = false;

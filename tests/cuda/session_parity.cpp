@@ -1,0 +1,132 @@
+// GPU sessions save and restore the CPU's session files: a GPU cache holds its CPU codec's bytes,
+// so a file saved on either device restores on the other, and decoding goes on from it. Runs on
+// the GPU machine with the parity suite (a random-weight fixture built in memory, f32 weights on
+// the GPU so that the two forwards differ only by rounding).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "../runtime/fixture_inputs.h"
+#include "dev/fixture_model.h"
+#include "veloxquant/error.h"
+#include "veloxquant/model.h"
+#include "veloxquant/session_file.h"
+
+namespace veloxquant {
+namespace {
+
+constexpr size_t kContext = 1024;
+
+const Model& model() {
+  // Two KV heads of 64 with four query heads each; 300-token prompts cross KIVI's and QJL's key
+  // groups and residual windows.
+  static const Model m = test::model_of(dev::make_fixture(
+      {.seed = 7,
+       .shape = {.width = 256, .heads = 8, .kv_heads = 2, .head_dim = 64, .ffn = 256, .context = 1024}}));
+  return m;
+}
+
+Session session(const std::string& spec, Device device) {
+  return Session(model(), SessionOptions{spec, kContext, device, GpuWeights::F32});
+}
+
+std::vector<int32_t> prompt(size_t n) {
+  std::vector<int32_t> t;
+  for (size_t i = 0; i < n; ++i) t.push_back(static_cast<int32_t>((i * 7 + 3) % model().config().vocab));
+  return t;
+}
+
+// max |a - b| / max |b|, as bench/cuda/gpu_logits.py measures the GPU runtime against the CPU's.
+double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::abs(static_cast<double>(a[i]) - b[i]));
+    scale = std::max(scale, std::abs(static_cast<double>(b[i])));
+  }
+  return diff / scale;
+}
+
+class GpuSession : public testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("vq_gpu_session_" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string path(const char* name) const { return (dir_ / name).string(); }
+
+ private:
+  std::filesystem::path dir_;
+};
+
+TEST_P(GpuSession, FilesMoveBetweenDevicesAndDecodingGoesOn) {
+  const std::string spec = GetParam();
+  const std::vector<int32_t> next{42};
+  const std::vector<int32_t> tokens = prompt(300);
+
+  Session gpu = session(spec, Device::Cuda);
+  save_session(gpu, gpu.eval(tokens, Logits::Last), path("gpu.vqs"));
+  const size_t saved_bytes = gpu.kv_bytes();
+  const std::vector<float> gpu_next = gpu.eval(next, Logits::Last);
+
+  // Restored on the GPU, the same bytes give the same logits, bit for bit.
+  Session gpu_again = session(spec, Device::Cuda);
+  restore_session(gpu_again, read_session_file(path("gpu.vqs")));
+  EXPECT_EQ(gpu_again.position(), tokens.size());
+  EXPECT_EQ(gpu_again.kv_bytes(), saved_bytes);
+  EXPECT_EQ(gpu_again.eval(next, Logits::Last), gpu_next);
+
+  // Restored on the CPU (whose codecs check every stream), it decodes as the GPU does.
+  Session cpu = session(spec, Device::Cpu);
+  restore_session(cpu, read_session_file(path("gpu.vqs")));
+  EXPECT_LE(relative_error(gpu_next, cpu.eval(next, Logits::Last)), 2e-3);
+
+  // A CPU session's file restores on the GPU, which decodes as the CPU does.
+  Session cpu_own = session(spec, Device::Cpu);
+  save_session(cpu_own, cpu_own.eval(tokens, Logits::Last), path("cpu.vqs"));
+  Session gpu_from_cpu = session(spec, Device::Cuda);
+  restore_session(gpu_from_cpu, read_session_file(path("cpu.vqs")));
+  EXPECT_EQ(gpu_from_cpu.kv_bytes(), cpu_own.kv_bytes());
+  EXPECT_LE(relative_error(gpu_from_cpu.eval(next, Logits::Last), cpu_own.eval(next, Logits::Last)), 2e-3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Methods, GpuSession,
+                         testing::Values("fp16", "kivi:kbits=2,vbits=2,residual=64", "kivi:kbits=4,vbits=4",
+                                         "turboquant_mse:bits=4,vbits=4", "turboquant_prod:bits=3,vbits=3",
+                                         "turboquant_rvq", "qjl:vbits=4", "ratequant:bits=4/2+kivi"),
+                         [](const testing::TestParamInfo<const char*>& i) {
+                           std::string name = i.param;
+                           for (char& c : name)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return name;
+                         });
+
+TEST(GpuSessionRefusals, AnotherSpecsFileLeavesTheSessionAsItWas) {
+  const std::string dir = std::filesystem::temp_directory_path() /
+                          ("vq_gpu_refusal_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  Session cpu = session("kivi:kbits=4,vbits=4", Device::Cpu);
+  save_session(cpu, cpu.eval(prompt(100), Logits::Last), dir + "/kivi.vqs");
+  Session gpu = session("fp16", Device::Cuda);
+  gpu.eval(prompt(40), Logits::Last);
+  try {
+    restore_session(gpu, read_session_file(dir + "/kivi.vqs"));
+    ADD_FAILURE() << "a kivi file restored into an fp16 session";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("saved with another kv spec"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(gpu.position(), 40u);
+  Session again = session("fp16", Device::Cuda);
+  again.eval(prompt(40), Logits::Last);
+  const std::vector<int32_t> next{7};
+  EXPECT_EQ(gpu.eval(next, Logits::Last), again.eval(next, Logits::Last));
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace veloxquant
