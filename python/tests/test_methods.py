@@ -77,7 +77,8 @@ def test_bad_spec_names_the_parameter(spec, words):
     ("kivi:kbits=4,vbits=4", 96, None),
     ("turboquant_mse:bits=4,vbits=4", 96, None),
     ("turboquant_mse:bits=3,vbits=3", 80, None),
-    ("qjl", 80, ["qjl outliers 5 (at head_dim 80)", "expected 4 or 8"]),
+    ("qjl", 80, None),
+    ("qjl:outliers=0", 96, ["qjl outliers 0 (at head_dim 96)", "expected 1 to 8"]),
     ("palu", 128, ["palu runs on the CPU cache", "turboquant_prod"]),
     ("snapkv+kivi", 128, ["snapkv"]),
 ])

@@ -167,11 +167,22 @@ void compare_qjl_keys(const std::vector<uint8_t>& gpu, const std::vector<uint8_t
     code_diff += std::max(gpu.size(), cpu.size());
     return;
   }
+  bool reported = false;
   for (size_t at = 0; at < cpu.size(); at += block) {
     for (size_t i = 0; i < q.outliers; ++i) code_diff += gpu[at + i] != cpu[at + i];
     for (size_t r = at + q.outliers; r < at + block; r += record) {
       for (size_t i = 0; i < signs; ++i) sign_diff += static_cast<size_t>(__builtin_popcount(gpu[r + i] ^ cpu[r + i]));
       for (size_t i = signs; i < record; ++i) code_diff += gpu[r + i] != cpu[r + i];
+      // The first record whose norms differ, once per stream (report_first_difference's for fp16).
+      if (!reported && std::memcmp(&gpu[r + signs], &cpu[r + signs], 4) != 0) {
+        reported = true;
+        std::fprintf(stderr,
+                     "first norm difference: block at byte %zu, record %zu: gpu %02x %02x %02x %02x, cpu "
+                     "%02x %02x %02x %02x\n",
+                     at, (r - at - q.outliers) / record, gpu[r + signs], gpu[r + signs + 1],
+                     gpu[r + signs + 2], gpu[r + signs + 3], cpu[r + signs], cpu[r + signs + 1],
+                     cpu[r + signs + 2], cpu[r + signs + 3]);
+      }
       sign_bits += 8 * signs;
     }
   }
@@ -378,6 +389,10 @@ std::vector<Case> generated_cases() {
            {"qjl4_R64_d128_g8", "qjl:vbits=4,residual=64", 128, 8},
            {"qjl2_G64_V64_R32_d128_g4", "qjl:vbits=2,group=64,vgroup=64,residual=32", 128, 4},
            {"qjl4_V64_d64_g8", "qjl:vbits=4,vgroup=64", 64, 8},
+           // QJL with records at odd bytes (3 outlier channels), and value groups the lane quads
+           // do not take (48 channels: the dense stream; 16: lane quads decoded per tile).
+           {"qjl4_O3_V48_d128_g4", "qjl:vbits=4,outliers=3,vgroup=48", 128, 4},
+           {"qjl2_V16_d64_g2", "qjl:vbits=2,vgroup=16,residual=32", 64, 2},
            // KIVI's value layouts: lane quads of one 96-channel group; the dense stream with
            // groups that do not divide head_dim (96 of 128, 64 of 80).
            {"kivi4_G96_d96_g4", "kivi:kbits=4,vbits=4,group=96,residual=64", 96, 4},

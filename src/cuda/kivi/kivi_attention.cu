@@ -154,25 +154,11 @@ SplitKernel split_kernel(int value_group) {
           "launch of kivi_attend_kernel"};
 }
 
-// Values have one scale per min(group, head_dim) channels. Lane quads take the MMA on their codes
-// for every group a key group can give them (32, 64, 96 or 128 tokens; as many channels, or
-// head_dim); the dense layout is decoded per tile.
+// Values have one scale per min(group, head_dim) channels (kivi::for_value_group picks the sums).
 template <int D, int BITS>
 SplitKernel for_value_group(const AttendParams& p) {
   const int vg = std::min(p.format.get<KiviArgs>().group, D);
-  if constexpr (D % (16 * 8 / BITS) == 0) {
-    if (kivi::ValueLayout{D, BITS, vg}.tiled()) {
-      if (vg == 32) return split_kernel<D, BITS, 32>(vg);
-      if constexpr (D % 64 == 0)
-        if (vg == 64) return split_kernel<D, BITS, 64>(vg);
-      if constexpr (D % 128 == 0)
-        if (vg == 128) return split_kernel<D, BITS, 128>(vg);
-      if (vg == D) return split_kernel<D, BITS, D>(vg);
-      throw Error("cuda kivi attention: value group " + std::to_string(vg) + " with head_dim " +
-                  std::to_string(D) + "; expected 32, 64, 128 or head_dim channels");
-    }
-  }
-  return split_kernel<D, BITS, 0>(vg);
+  return kivi::for_value_group<D, BITS>(vg, [vg]<int VG>() { return split_kernel<D, BITS, VG>(vg); });
 }
 
 template <int BITS>

@@ -123,6 +123,25 @@ struct DenseValues {
 template <int D, int BITS, int VG>
 using ValuesOf = std::conditional_t<VG == 0, DenseValues<D, BITS>, ValueSums<D, BITS, VG == 0 ? 16 : VG>>;
 
+// make.template operator()<VG>() for the ValuesOf that sums values of `group` channels per scale:
+// lane quads take the MMA on their codes for groups of 32, 64, 128 or head_dim channels; any other
+// group (16 channels, 96 of 128) and the dense layout are decoded per tile (VG 0), whose decode
+// reads both layouts.
+template <int D, int BITS, class Make>
+auto for_value_group(int group, Make&& make) {
+  if constexpr (D % (16 * 8 / BITS) == 0) {
+    if (ValueLayout{D, BITS, group}.tiled()) {
+      if (group == 32) return make.template operator()<32>();
+      if constexpr (D % 64 == 0)
+        if (group == 64) return make.template operator()<64>();
+      if constexpr (D % 128 == 0)
+        if (group == 128) return make.template operator()<128>();
+      if (group == D) return make.template operator()<D>();
+    }
+  }
+  return make.template operator()<0>();
+}
+
 // The ring split: keys of [key_encoded, tokens) are fp16 rows of the ring; values of
 // [key_encoded, value_encoded) still come from codes (decoded to fp16 here), the rest from rows.
 // At most residual + key group tokens: kRingWarps warps take 32-token tiles in turn, stage them in

@@ -28,9 +28,18 @@ constexpr int kTokensPerPass = 32;  // sketch accumulators per thread and part
 // and outlier flags [d] bytes.
 size_t key_group_bytes(int d, int group) { return static_cast<size_t>(group) * d * 4 + d * 9; }
 
+// Little-endian stores at any byte: records start at odd bytes when the block's outlier count is
+// odd. Each byte is picked by a byte permute: a byte store straight from the register that a
+// float-to-half conversion wrote was seen to store the half's value as an integer (1 for 1.06)
+// instead of its low byte (CUDA 13, sm_90).
+__device__ void store_bytes(uint8_t* at, uint32_t value, int bytes) {
+  for (int i = 0; i < bytes; ++i)
+    at[i] = static_cast<uint8_t>(__byte_perm(value, 0, 0x4440u | static_cast<unsigned>(i)));
+}
+
 __device__ void store_rms(uint8_t* at, double sum_sq, int channels) {
   const float rms = static_cast<float>(sqrt(__ddiv_rn(sum_sq, static_cast<double>(channels))));
-  *reinterpret_cast<uint16_t*>(at) = __half_as_ushort(__float2half_rn(rms));
+  store_bytes(at, __half_as_ushort(__float2half_rn(rms)), 2);
 }
 
 // Key group [g0, g0 + group) of stream seq. Ends with the block synchronized.
@@ -70,9 +79,10 @@ __device__ void encode_key_group(const AppendParams& p, const QjlDevice& q, int 
     store_rms(records + t * qjl::kTokenBytes + qjl::kNormsAt, in, d - q.outliers);
     store_rms(records + t * qjl::kTokenBytes + qjl::kNormsAt + 2, out, q.outliers);
   }
-  // Sketch rows i = c, c + d, ...: the warp's 32 rows of one pass make one word of signs.
-  const int lane = c % kWarp;
-  for (int i = c; i < qjl::kProj; i += d) {
+  // Sketch rows i = c, c + rows, ... over the block's whole warps (head_dim 80 leaves half a warp
+  // out): the warp's 32 rows of one pass make one word of signs.
+  const int lane = c % kWarp, rows = d / kWarp * kWarp;
+  for (int i = c < rows ? c : qjl::kProj; i < qjl::kProj; i += rows) {
     const bool has_outlier_row = i - lane < qjl::kOutlierProj;  // the same for the whole warp
     for (int t0 = 0; t0 < G; t0 += kTokensPerPass) {
       float in[kTokensPerPass] = {}, out[kTokensPerPass] = {};
@@ -95,8 +105,8 @@ __device__ void encode_key_group(const AppendParams& p, const QjlDevice& q, int 
         const unsigned in_bits = __ballot_sync(0xffffffffu, in[t] > 0);
         const unsigned out_bits = __ballot_sync(0xffffffffu, out[t] > 0);
         if (lane == 0) {
-          reinterpret_cast<uint32_t*>(rec)[i / kWarp] = in_bits;
-          if (has_outlier_row) reinterpret_cast<uint32_t*>(rec + qjl::kProj / 8)[i / kWarp] = out_bits;
+          store_bytes(rec + i / kWarp * 4, in_bits, 4);
+          if (has_outlier_row) store_bytes(rec + qjl::kProj / 8 + i / kWarp * 4, out_bits, 4);
         }
       }
     }
@@ -128,7 +138,9 @@ void launch_qjl_append(const AppendParams& p, int batch, int vbits, const QjlDev
   // Groups from `fresh` on hold appended rows only (groups start at multiples of G).
   const int fresh = std::max(k0, (p.old_tokens + G - 1) / G * G);
   const int old_end = std::min(fresh, k1), fresh_groups = std::max(0, (k1 - fresh) / G);
-  const size_t bytes = std::max(key_group_bytes(p.head_dim, G), kivi::value_encode_bytes(p.head_dim, p.head_dim / q.value_group));
+  const int value_groups = kivi::ValueLayout{p.head_dim, vbits, q.value_group}.groups();
+  const size_t bytes = std::max(key_group_bytes(p.head_dim, G),
+                                kivi::value_encode_bytes(p.head_dim, value_groups));
   VQ_CUDA_CHECK(cudaFuncSetAttribute(qjl_append_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(bytes)));
   qjl_append_kernel<<<dim3(batch * p.kv_heads, 1 + fresh_groups), p.head_dim, bytes, stream>>>(p, vbits, q, k0, old_end, fresh);

@@ -13,30 +13,33 @@
 // signs and, over the first outlier_proj bits, for the outlier signs. The two outlier products
 // combine per token into E_j = w_out <S'[:, O_j], z'> - w_in <S[:, O_j], z>, whose C layout is
 // already the A layout of one more MMA against B = the query at O: the score is
-// w_in <S q, z> + E . q_O. Values are KIVI's (kivi_values.cuh); the ring of fp16 rows is one more
-// split, as KIVI's.
+// w_in <S q, z> + E . q_O. Values are KIVI's (kivi_values.cuh: lane quads, or the dense stream
+// decoded per tile); the ring of fp16 rows is one more split, as KIVI's. At head_dim 80 and 96
+// (5 and 6 outlier channels) records sit at any byte, and are read as funnel shifts of words.
 #include <cuda_fp16.h>
 
 #include <algorithm>
 
-#include "cuda/qjl/qjl_launch.h"
 #include "cuda/attention/tc_decode.cuh"
 #include "cuda/common/check.cuh"
+#include "cuda/fp16/fp16_tile.cuh"
 #include "cuda/kivi/kivi_values.cuh"
+#include "cuda/qjl/qjl_launch.h"
 #include "cuda/qjl/qjl_layout.cuh"
 #include "veloxquant/error.h"
 
 namespace veloxquant::cuda {
 namespace {
 
-template <int D, int VBITS, int VG>
+// A tile's key bytes in a stage: the block's outlier channels (at most 8 bytes) and its records,
+// each copied from the 4-byte word holding its first byte (a block starts at any byte when the
+// outlier count is not a multiple of 4), so up to 3 leading bytes and 3 trailing ones ride along.
 struct QjlStage {
-  static constexpr int kHeader = 16;  // the block's outlier channels (4 or 8 bytes) and slack
-  static constexpr int kKeyBytes = kHeader + kTileTokens * qjl::kTokenBytes;
-  static constexpr int kValueBlock = 4 * D * VBITS / 8 + 16 * (D / VG);  // kivi::ValueLayout::block_bytes
-  static constexpr int kBytes = kKeyBytes + 8 * kValueBlock;
-  static_assert(kKeyBytes % 16 == 0 && kBytes % 16 == 0);
+  static constexpr int kHeader = 16;
+  static constexpr int kKeyBytes = kHeader + kTileTokens * qjl::kTokenBytes + 16;
+  __host__ __device__ static constexpr int bytes(int value_block) { return kKeyBytes + 8 * value_block; }
 };
+static_assert(QjlStage::kKeyBytes % 16 == 0);
 
 // Bits s and s + 16 of a word of signs (1: positive; s <= 15) as the fp16 pair (+-1, +-1): one
 // shift and one LOP3 (the bits land on the halves' sign bits, which flip -1 to +1).
@@ -44,11 +47,25 @@ __device__ inline uint32_t sign_pair(uint32_t word, int s) {
   return ((word << (15 - s)) & 0x80008000u) ^ 0xBC00BC00u;
 }
 
-// The 16-token half of a tile starting at record r0 (token g; r0 + 8 records is token g + 8):
+// Word w of a record staged `shift` bits past the word `at` (0 when the record is 4-byte aligned:
+// one load; otherwise two and a funnel shift).
+template <bool ALIGNED>
+struct RecordWords {
+  const uint32_t* at;
+  int shift;
+  __device__ uint32_t operator[](int w) const {
+    if constexpr (ALIGNED) return at[w];
+    else return __funnelshift_r(at[w], at[w + 1], shift);
+  }
+};
+
+// The 16-token half of a tile starting at record r0 (token g; r1, 8 records on, is token g + 8):
 // the scores of the group's heads in the C layout.
-__device__ void half_scores(const uint32_t* r0, const uint32_t* r1, const uint32_t (&bs)[qjl::kProj / 16][2],
-                            const uint32_t (&bo)[qjl::kProj / 16][2], const uint32_t (&bqo)[2], const QjlArgs& q,
-                            const MmaLane& ln, float (&s)[4]) {
+template <bool ALIGNED>
+__device__ void half_scores(RecordWords<ALIGNED> r0, RecordWords<ALIGNED> r1,
+                            const uint32_t (&bs)[qjl::kProj / 16][2],
+                            const uint32_t (&bo)[qjl::kProj / 16][2], const uint32_t (&bqo)[2],
+                            const QjlArgs& q, const MmaLane& ln, float (&s)[4]) {
   constexpr int kInWords = qjl::kProj / 32, kOutWords = qjl::kOutlierProj / 32;
   float sq[4] = {}, tin[4] = {}, tout[4] = {};
 #pragma unroll
@@ -72,10 +89,15 @@ __device__ void half_scores(const uint32_t* r0, const uint32_t* r1, const uint32
       mma_16816(tout, a, bo[k]);
     }
   }
-  const __half* n0 = reinterpret_cast<const __half*>(reinterpret_cast<const uint8_t*>(r0) + qjl::kNormsAt);
-  const __half* n1 = reinterpret_cast<const __half*>(reinterpret_cast<const uint8_t*>(r1) + qjl::kNormsAt);
-  const float wi0 = q.inlier_scale * __half2float(n0[0]), wo0 = q.outlier_scale * __half2float(n0[1]);
-  const float wi1 = q.inlier_scale * __half2float(n1[0]), wo1 = q.outlier_scale * __half2float(n1[1]);
+  // The norms' word: the inlier RMS in its low half, the outlier RMS in its high one.
+  const auto norms = [](uint32_t w) {
+    __half2 h;
+    memcpy(&h, &w, 4);
+    return __half22float2(h);
+  };
+  const float2 n0 = norms(r0[qjl::kNormsAt / 4]), n1 = norms(r1[qjl::kNormsAt / 4]);
+  const float wi0 = q.inlier_scale * n0.x, wo0 = q.outlier_scale * n0.y;
+  const float wi1 = q.inlier_scale * n1.x, wo1 = q.outlier_scale * n1.y;
   // E in the C layout (tokens g, g + 8; outliers 2t, 2t + 1) is A's layout for k = 0..7.
   const uint32_t ae[4] = {pack_half2(wo0 * tout[0] - wi0 * tin[0], wo0 * tout[1] - wi0 * tin[1]),
                           pack_half2(wo1 * tout[2] - wi1 * tin[2], wo1 * tout[3] - wi1 * tin[3]), 0u, 0u};
@@ -86,12 +108,13 @@ __device__ void half_scores(const uint32_t* r0, const uint32_t* r1, const uint32
 template <int D, int VBITS, int VG>
 __device__ void attend_codes(const AttendParams& p, int seq, int main_split, float* q_s, float* sq_s,
                              uint8_t* stages, float* pt) {
-  using St = QjlStage<D, VBITS, VG>;
   constexpr int NS = qjl::kProj / 16;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const MmaLane ln(lane);
-  uint8_t* buf[2] = {stages + (warp * 2) * St::kBytes, stages + (warp * 2 + 1) * St::kBytes};
   const QjlArgs qa = p.format.get<QjlArgs>();
+  const kivi::ValueLayout vl{D, VBITS, qa.value_group};
+  const int vblock = vl.block_bytes(), stage_bytes = QjlStage::bytes(vblock);
+  uint8_t* buf[2] = {stages + (warp * 2) * stage_bytes, stages + (warp * 2 + 1) * stage_bytes};
   // The group's queries (times the softmax scale) and their sketches S q, once per block.
   load_queries<kMmaHeads>(p, seq, q_s);
   __syncthreads();
@@ -130,19 +153,41 @@ __device__ void attend_codes(const AttendParams& p, int seq, int main_split, flo
   const qjl::KeyLayout kl{qa.outliers, qa.group};
   const uint8_t* kseq = p.keys.codes + seq * p.keys.stream_bytes;
   const uint8_t* vseq = p.values.codes + seq * p.values.stream_bytes;
-  const auto fetch = [&](uint8_t* dst, int tile) {
+  // A tile's key block and its first record in global memory.
+  const auto key_bytes = [&](int tile, const uint8_t*& block, const uint8_t*& records) {
     const int t0 = p.keys.slot(tile * kTileTokens);
-    const uint8_t* block = kseq + static_cast<size_t>(t0 / kl.group) * kl.block_bytes();
-    warp_copy_words_async(dst, block, St::kHeader, lane);
-    warp_copy_words_async(dst + St::kHeader, block + kl.outliers + (t0 % kl.group) * qjl::kTokenBytes,
-                          kTileTokens * qjl::kTokenBytes, lane);
-    warp_copy_async(dst + St::kKeyBytes, vseq + static_cast<size_t>(t0 / 4) * St::kValueBlock, 8 * St::kValueBlock, lane);
+    block = kseq + static_cast<size_t>(t0 / kl.group) * kl.block_bytes();
+    records = block + kl.outliers + (t0 % kl.group) * qjl::kTokenBytes;
+  };
+  const auto misalign = [](const uint8_t* at) {
+    return static_cast<int>(reinterpret_cast<uintptr_t>(at) & 3u);
+  };
+  const auto fetch = [&](uint8_t* dst, int tile) {
+    const uint8_t *block, *records;
+    key_bytes(tile, block, records);
+    // Whole words, from the word holding each part's first byte up to the one holding its last.
+    warp_copy_words_async(dst, block - misalign(block), QjlStage::kHeader, lane);
+    const int lead = misalign(records);
+    warp_copy_words_async(dst + QjlStage::kHeader, records - lead,
+                          (lead + kTileTokens * qjl::kTokenBytes + 3) & ~3, lane);
+    const int t0 = p.keys.slot(tile * kTileTokens);
+    warp_copy_async(dst + QjlStage::kKeyBytes, vseq + static_cast<size_t>(t0 / 4) * vblock, 8 * vblock, lane);
   };
 
   TcSoftmax st;
-  kivi::ValueSums<D, VBITS, VG> values;
+  using Values = kivi::ValuesOf<D, VBITS, VG>;
+  Values values = [&] {
+    if constexpr (VG == 0) {
+      uint8_t* rows = stages + kWarps * 2 * stage_bytes + warp * Fp16Tile<D>::kBytes;
+      return Values(reinterpret_cast<uint4*>(rows), vl.group);
+    } else {
+      return Values{};
+    }
+  }();
   for_each_tile(p, main_split, buf, fetch, [&](uint8_t* stage, int tile) {
-    const uint8_t* outliers = stage;
+    const uint8_t *block, *records;
+    key_bytes(tile, block, records);
+    const uint8_t* outliers = stage + misalign(block);
     // B of the block's outlier columns of S (column j = g, zero past the outliers), rows as bs
     // (the device keeps the fp16 copy in that pair order).
     uint32_t bo[NS][2] = {};
@@ -152,17 +197,21 @@ __device__ void attend_codes(const AttendParams& p, int seq, int main_split, flo
       for (int k = 0; k < NS; ++k) bo[k][0] = col[8 * k + ln.t], bo[k][1] = col[8 * k + ln.t + 4];
     }
     // B of the query at the outlier channels: k = outliers 2t, 2t + 1, n = head g.
-    const uint32_t bqo[2] = {ln.g < p.group && 2 * ln.t < kl.outliers
-                                 ? pack_half2(q_s[ln.g * D + outliers[2 * ln.t]], q_s[ln.g * D + outliers[2 * ln.t + 1]])
-                                 : 0u,
-                             0u};
+    // (An odd count leaves the last pair's second half 0.)
+    const auto query_at = [&](int j) {
+      return ln.g < p.group && j < kl.outliers ? q_s[ln.g * D + outliers[j]] : 0.0f;
+    };
+    const uint32_t bqo[2] = {pack_half2(query_at(2 * ln.t), query_at(2 * ln.t + 1)), 0u};
+    // Record i is staged at word (kHeader + i * kTokenBytes) / 4, `lead` bytes on.
     float s[2][4];
-    const uint8_t* records = stage + St::kHeader;
+    const uint32_t* staged = reinterpret_cast<const uint32_t*>(stage + QjlStage::kHeader);
+    const int lead = misalign(records);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const uint8_t* r0 = records + (16 * h + ln.g) * qjl::kTokenBytes;
-      half_scores(reinterpret_cast<const uint32_t*>(r0), reinterpret_cast<const uint32_t*>(r0 + 8 * qjl::kTokenBytes),
-                        bs, bo, bqo, qa, ln, s[h]);
+      const uint32_t* r0 = staged + (16 * h + ln.g) * (qjl::kTokenBytes / 4);
+      const uint32_t* r1 = r0 + 8 * (qjl::kTokenBytes / 4);
+      if (lead == 0) half_scores<true>({r0, 0}, {r1, 0}, bs, bo, bqo, qa, ln, s[h]);
+      else half_scores<false>({r0, 8 * lead}, {r1, 8 * lead}, bs, bo, bqo, qa, ln, s[h]);
     }
     mask_tile(s, ln, tile * kTileTokens, score_mask(p, p.main_end));
     float alpha[2];
@@ -170,13 +219,13 @@ __device__ void attend_codes(const AttendParams& p, int seq, int main_split, flo
     values.rescale(alpha);
     stage_probabilities(pt, s, ln);
     __syncwarp();
-    values.add_tile(stage + St::kKeyBytes, pt, ln);
+    values.add_tile(stage + QjlStage::kKeyBytes, pt, ln);
     __syncwarp();
   });
   async_wait<0>();
   __syncthreads();
   values.finish(ln);
-  write_tc_partial<D>(p, st, values.acc, kivi::ValueSums<D, VBITS, VG>::channel, stages, seq, blockIdx.x);
+  write_tc_partial<D>(p, st, values.acc, Values::channel, stages, seq, blockIdx.x);
 }
 
 template <int D, int VBITS, int VG>
@@ -190,42 +239,47 @@ __global__ void __launch_bounds__(kThreads) qjl_attend_kernel(AttendParams p) {
   uint8_t* stages = reinterpret_cast<uint8_t*>(sq_s + kMmaHeads * qjl::kProj);
   // The ring split, when there is one, is split 0: it starts first, beside the long main splits.
   const int seq = blockIdx.y, ring_splits = p.splits - p.main_splits;
-  if (static_cast<int>(blockIdx.x) < ring_splits) kivi::attend_ring<D, VBITS>(p, seq, VG, pt, stages);
+  if (static_cast<int>(blockIdx.x) < ring_splits)
+    kivi::attend_ring<D, VBITS>(p, seq, p.format.get<QjlArgs>().value_group, pt, stages);
   else attend_codes<D, VBITS, VG>(p, seq, blockIdx.x - ring_splits, q_s, sq_s, stages, pt);
 }
 
 template <int D, int VBITS, int VG>
-SplitKernel split_kernel() {
-  using St = QjlStage<D, VBITS, VG>;
+SplitKernel split_kernel(int value_group) {
   const size_t floats = kWarps * kPtFloats + kMmaHeads * (D + qjl::kProj);
-  const size_t work = static_cast<size_t>(kWarps) * 2 * St::kBytes;
+  const size_t decoded = VG == 0 ? kWarps * Fp16Tile<D>::kBytes : 0;  // DenseValues' tiles of rows
+  const size_t work = static_cast<size_t>(kWarps) * 2 *
+                          QjlStage::bytes(kivi::ValueLayout{D, VBITS, value_group}.block_bytes()) +
+                      decoded;
   return {qjl_attend_kernel<D, VBITS, VG>,
           sizeof(float) * floats + std::max({work, epilogue_bytes<kMmaHeads>(D), kivi::ring_stage_bytes<D>()}),
           "launch of qjl_attend_kernel"};
 }
 
-template <int D, int VBITS>
-SplitKernel for_value_group(const AttendParams& p) {
+template <int VBITS>
+SplitKernel for_head_dim(const AttendParams& p) {
   const int vg = p.format.get<QjlArgs>().value_group;
-  if (vg == 32) return split_kernel<D, VBITS, 32>();
-  if (vg == 64) return split_kernel<D, VBITS, 64>();
-  if constexpr (D % 128 == 0)
-    if (vg == 128) return split_kernel<D, VBITS, 128>();
-  throw Error("cuda qjl attention: value group " + std::to_string(vg) + " with head_dim " + std::to_string(D) +
-              "; expected 32, 64 or 128 channels dividing head_dim");
+  const auto make = [&]<int D>() {
+    return kivi::for_value_group<D, VBITS>(vg, [vg]<int VG>() { return split_kernel<D, VBITS, VG>(vg); });
+  };
+  switch (p.head_dim) {
+    case 64: return make.template operator()<64>();
+    case 80: return make.template operator()<80>();
+    case 96: return make.template operator()<96>();
+    case 128: return make.template operator()<128>();
+    case 256: return make.template operator()<256>();
+    default:
+      throw Error("cuda qjl attention: head_dim " + std::to_string(p.head_dim) +
+                  "; expected 64, 80, 96, 128 or 256");
+  }
 }
 
 }  // namespace
 
 SplitKernel qjl_split_kernel(const AttendParams& p, int vbits) {
-  if (p.head_dim == 128 && vbits == 2) return for_value_group<128, 2>(p);
-  if (p.head_dim == 128 && vbits == 4) return for_value_group<128, 4>(p);
-  if (p.head_dim == 64 && vbits == 2) return for_value_group<64, 2>(p);
-  if (p.head_dim == 64 && vbits == 4) return for_value_group<64, 4>(p);
-  if (p.head_dim == 256 && vbits == 2) return for_value_group<256, 2>(p);
-  if (p.head_dim == 256 && vbits == 4) return for_value_group<256, 4>(p);
-  throw Error("cuda qjl attention: head_dim " + std::to_string(p.head_dim) + " with vbits " +
-              std::to_string(vbits) + "; expected head_dim 64, 128 or 256 and vbits 2 or 4");
+  if (vbits == 2) return for_head_dim<2>(p);
+  if (vbits == 4) return for_head_dim<4>(p);
+  throw Error("cuda qjl attention: vbits " + std::to_string(vbits) + "; expected 2 or 4");
 }
 
 }  // namespace veloxquant::cuda

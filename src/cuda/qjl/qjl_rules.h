@@ -14,14 +14,14 @@ namespace veloxquant::cuda {
 inline constexpr size_t kQjlProj = 256, kQjlOutlierProj = 128;
 
 // What `qjl` derives from the layer's seed (codecs/qjl/qjl_key_codec.h), and the sizes its make()
-// settles on for the head_dim. The GPU runs proj 256, outlier_proj 128 and 4 or 8 outlier channels
-// (the defaults at head_dim 64 and 128).
+// settles on for the head_dim. The GPU runs proj 256, outlier_proj 128 and 1 to 8 outlier channels
+// (the defaults: head_dim / 16, at most 8), with any value group.
 struct QjlTables : FormatTables {
   std::vector<float> sketch;  // S: proj x head_dim, row-major, i.i.d. N(0, 1)
   size_t proj = 256;          // sign bits of a key's inlier part
   size_t outliers = 8;        // outlier channels per key group of CacheConfig::group tokens
   size_t outlier_proj = 128;  // sign bits of the outlier part (sketched by the first rows of S)
-  size_t value_group = 32;    // value channels per min/max grid: 32, 64 or 128, dividing head_dim
+  size_t value_group = 32;    // value channels per min/max grid: min(vgroup, head_dim)
 };
 
 inline std::string qjl_problem(const CacheConfig& c) {
@@ -32,17 +32,11 @@ inline std::string qjl_problem(const CacheConfig& c) {
   if (q->proj != kQjlProj || q->outlier_proj != kQjlOutlierProj)
     return "qjl proj " + n(q->proj) + ", outlier_proj " + n(q->outlier_proj) +
            "; expected 256 and 128 (the defaults, the sizes the kernels are built for)";
-  if (q->outliers != 4 && q->outliers != 8)
+  if (q->outliers < 1 || q->outliers > 8)
     return "qjl outliers " + n(q->outliers) + " (at head_dim " + n(c.head_dim) +
-           "); expected 4 or 8, the defaults at head_dim 64 and from 128";
+           "); expected 1 to 8 (min(8, head_dim / 16) by default)";
   if (q->sketch.size() != q->proj * c.head_dim)
     return "qjl sketch of " + n(q->sketch.size()) + " values; expected proj x head_dim";
-  const bool lane_quads = c.head_dim % (16 * 8 / c.bits) == 0;  // kivi_layout.cuh
-  if ((q->value_group != 32 && q->value_group != 64 && q->value_group != 128) ||
-      c.head_dim % q->value_group != 0 || !lane_quads)
-    return "qjl value group " + n(q->value_group) + " at head_dim " + n(c.head_dim) + " and vbits " +
-           n(c.bits) +
-           "; expected 32, 64 or 128 channels dividing head_dim, and head_dim a multiple of 128 / vbits";
   return {};
 }
 
