@@ -7,10 +7,9 @@
 
 #include <algorithm>
 
-#include "cuda/kivi/kivi_launch.h"
 #include "cuda/attention/tc_decode.cuh"
-#include "cuda/fp16/fp16_tile.cuh"
 #include "cuda/common/check.cuh"
+#include "cuda/kivi/kivi_launch.h"
 #include "cuda/kivi/kivi_values.cuh"
 #include "veloxquant/error.h"
 
@@ -72,14 +71,7 @@ __device__ void attend_codes(const AttendParams& p, int seq, int main_split, uin
 
   TcSoftmax st;
   using Values = kivi::ValuesOf<D, BITS, VG>;
-  Values values = [&] {
-    if constexpr (VG == 0) {
-      uint8_t* rows = stages + kWarps * 2 * stage_bytes + warp * Fp16Tile<D>::kBytes;
-      return Values(reinterpret_cast<uint4*>(rows), vl.group);
-    } else {
-      return Values{};
-    }
-  }();
+  Values values = kivi::warp_values<D, BITS, VG>(stages, stage_bytes, warp, vl.group);
   const int key_shift = BITS * (ln.t % CPB), key_row = ln.t / CPB;
   for_each_tile(p, main_split, buf, fetch, [&](uint8_t* stage, int tile) {
     // Per k step: B = the query times the channel scales (one fp16 rounding), and one MMA with
@@ -147,8 +139,8 @@ template <int D, int BITS, int VG>
 SplitKernel split_kernel(int value_group) {
   using T = KiviTile<D, BITS>;
   const kivi::ValueLayout vl{D, BITS, value_group};
-  const size_t decoded = VG == 0 ? kWarps * Fp16Tile<D>::kBytes : 0;  // DenseValues' tiles of rows
-  const size_t stages = static_cast<size_t>(kWarps) * 2 * T::stage_bytes(vl.block_bytes()) + decoded;
+  const size_t stages = static_cast<size_t>(kWarps) * 2 * T::stage_bytes(vl.block_bytes()) +
+                        kivi::dense_rows_bytes<D, VG>();
   return {kivi_attend_kernel<D, BITS, VG>,
           sizeof(float) * kWarps * kPtFloats + std::max({stages, epilogue_bytes<kMmaHeads>(D), kivi::ring_stage_bytes<D>()}),
           "launch of kivi_attend_kernel"};

@@ -123,6 +123,24 @@ struct DenseValues {
 template <int D, int BITS, int VG>
 using ValuesOf = std::conditional_t<VG == 0, DenseValues<D, BITS>, ValueSums<D, BITS, VG == 0 ? 16 : VG>>;
 
+// Shared memory DenseValues needs beside a kernel's stages: one tile of decoded rows per warp.
+template <int D, int VG>
+__host__ __device__ constexpr size_t dense_rows_bytes() {
+  return VG == 0 ? static_cast<size_t>(kWarps) * Fp16Tile<D>::kBytes : 0;
+}
+
+// The sums a warp keeps: DenseValues decode into the warp's tile of rows, which follows the
+// kWarps x 2 stages of stage_bytes each.
+template <int D, int BITS, int VG>
+__device__ ValuesOf<D, BITS, VG> warp_values(uint8_t* stages, int stage_bytes, int warp, int group) {
+  if constexpr (VG == 0) {
+    uint8_t* rows = stages + kWarps * 2 * stage_bytes + warp * Fp16Tile<D>::kBytes;
+    return DenseValues<D, BITS>(reinterpret_cast<uint4*>(rows), group);
+  } else {
+    return ValueSums<D, BITS, VG>{};
+  }
+}
+
 // make.template operator()<VG>() for the ValuesOf that sums values of `group` channels per scale:
 // lane quads take the MMA on their codes for groups of 32, 64, 128 or head_dim channels; any other
 // group (16 channels, 96 of 128) and the dense layout are decoded per tile (VG 0), whose decode

@@ -22,7 +22,6 @@
 
 #include "cuda/attention/tc_decode.cuh"
 #include "cuda/common/check.cuh"
-#include "cuda/fp16/fp16_tile.cuh"
 #include "cuda/kivi/kivi_values.cuh"
 #include "cuda/qjl/qjl_launch.h"
 #include "cuda/qjl/qjl_layout.cuh"
@@ -176,14 +175,7 @@ __device__ void attend_codes(const AttendParams& p, int seq, int main_split, flo
 
   TcSoftmax st;
   using Values = kivi::ValuesOf<D, VBITS, VG>;
-  Values values = [&] {
-    if constexpr (VG == 0) {
-      uint8_t* rows = stages + kWarps * 2 * stage_bytes + warp * Fp16Tile<D>::kBytes;
-      return Values(reinterpret_cast<uint4*>(rows), vl.group);
-    } else {
-      return Values{};
-    }
-  }();
+  Values values = kivi::warp_values<D, VBITS, VG>(stages, stage_bytes, warp, vl.group);
   for_each_tile(p, main_split, buf, fetch, [&](uint8_t* stage, int tile) {
     const uint8_t *block, *records;
     key_bytes(tile, block, records);
@@ -247,10 +239,9 @@ __global__ void __launch_bounds__(kThreads) qjl_attend_kernel(AttendParams p) {
 template <int D, int VBITS, int VG>
 SplitKernel split_kernel(int value_group) {
   const size_t floats = kWarps * kPtFloats + kMmaHeads * (D + qjl::kProj);
-  const size_t decoded = VG == 0 ? kWarps * Fp16Tile<D>::kBytes : 0;  // DenseValues' tiles of rows
   const size_t work = static_cast<size_t>(kWarps) * 2 *
                           QjlStage::bytes(kivi::ValueLayout{D, VBITS, value_group}.block_bytes()) +
-                      decoded;
+                      kivi::dense_rows_bytes<D, VG>();
   return {qjl_attend_kernel<D, VBITS, VG>,
           sizeof(float) * floats + std::max({work, epilogue_bytes<kMmaHeads>(D), kivi::ring_stage_bytes<D>()}),
           "launch of qjl_attend_kernel"};
