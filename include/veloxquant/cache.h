@@ -139,13 +139,18 @@ class KVCache {
   // One stream per KV head, as stored.
   const std::vector<CacheStream>& key_streams() const;
   const std::vector<CacheStream>& value_streams() const;
+  // True when every fitted state the streams hold follows from the spec alone
+  // (Codec::states_from_spec): a device that keeps the spec's tables may drop them on upload.
+  bool states_from_spec() const;
   // Replaces everything stored by streams saved from a cache of the same spec and shape (session
   // files). Throws Error naming the first stream whose layout this cache's codecs could not have
   // produced (a stream per KV head, the same token count in every stream, code bytes matching
   // the codec, a tail within the residual window, finite fp16 tail values) or whose codes the
   // codec refuses (Codec::check_codes), or when the cache evicts (session files do not hold a
-  // policy's state); the cache is unchanged then. A layer of a cross-layer pair whose partner
-  // already holds tokens is also refused when the two disagree on tokens or encoded blocks.
+  // policy's state); the cache is unchanged then. Where the codec's states come from the spec
+  // (Codec::states_from_spec), a stream without one gets the spec's, and any other is refused. A layer of a
+  // cross-layer pair whose partner already holds tokens is also refused when the two disagree on tokens or
+  // encoded blocks.
   void restore(std::vector<CacheStream> keys, std::vector<CacheStream> values);
 
  private:

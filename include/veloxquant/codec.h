@@ -67,6 +67,9 @@ class Codec {
                                              size_t head) const;
   // The bytes fit_streams() stores with one stream (the largest, when a group shares a state).
   virtual size_t stream_state_bytes() const { return 0; }
+  // The states come from the spec alone (its artifact's tables), whatever the tokens: fit_streams()
+  // may then be called with no tokens, and a stream restored without its state gets that one.
+  virtual bool states_from_spec() const { return false; }
 
   // Saliency (zipcache): codecs that store each token by the attention it receives. The cache
   // keeps such a codec's tokens in fp16 until the queries of the step that appended them have

@@ -491,5 +491,9 @@ const Spec& KVCache::spec() const { return impl_->spec; }
 const LayerShape& KVCache::shape() const { return impl_->shape; }
 const std::vector<CacheStream>& KVCache::key_streams() const { return impl_->keys; }
 const std::vector<CacheStream>& KVCache::value_streams() const { return impl_->values; }
+bool KVCache::states_from_spec() const {
+  const Codec &k = *impl_->codecs.key, &v = *impl_->codecs.value;
+  return (!k.fits_streams() || k.states_from_spec()) && (!v.fits_streams() || v.states_from_spec());
+}
 
 }  // namespace veloxquant

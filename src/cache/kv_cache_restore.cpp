@@ -58,12 +58,32 @@ std::string stream_layout_error(const CacheStream& s, size_t block,
   return "";
 }
 
+// A codec whose states come from the spec (Codec::states_from_spec) has them once any stream
+// holds codes: a stream without its state (a GPU's download) gets the spec's, and a stream whose
+// state is not the spec's is refused naming `what`.
+void fill_spec_states(const Codec& prototype, std::vector<CacheStream>& streams, const std::string& what) {
+  const bool encoded = std::any_of(streams.begin(), streams.end(),
+                                   [](const CacheStream& s) { return s.encoded > 0; });
+  if (!prototype.fits_streams() || !prototype.states_from_spec() || !encoded) return;
+  const std::vector<std::vector<uint8_t>> spec = prototype.fit_streams(nullptr, 0, streams.size());
+  for (size_t head = 0; head < streams.size(); ++head) {
+    std::vector<uint8_t>& state = streams[head].state;
+    if (state.empty()) {
+      state = spec[head];
+    } else if (state != spec[head]) {
+      throw Error(fmt::format("{}: KV head {} holds {} bytes of fitted state that are not the {} "
+                              "its spec's artifact gives it; expected the artifact's tables",
+                              what, head, state.size(), spec[head].size()));
+    }
+  }
+}
+
 // The codecs fitted to restored streams (Codec::with_states), one per stream; none when the
 // streams hold no state (a codec that is not fitted, or one not fitted yet). Throws Error naming
 // `what` when the states could not come from the codec.
-std::vector<std::unique_ptr<Codec>> fitted_codecs(const Codec& prototype,
-                                                  const std::vector<CacheStream>& streams,
+std::vector<std::unique_ptr<Codec>> fitted_codecs(const Codec& prototype, std::vector<CacheStream>& streams,
                                                   const std::string& what) {
+  fill_spec_states(prototype, streams, what);
   std::vector<std::vector<uint8_t>> states;
   size_t stored = 0;
   for (const CacheStream& s : streams) {
@@ -106,7 +126,7 @@ void KVCache::restore(std::vector<CacheStream> keys, std::vector<CacheStream> va
   std::vector<std::unique_ptr<Codec>> fitted[2];
   for (const char* kind : {"key", "value"}) {
     const bool is_key = kind[0] == 'k';
-    const std::vector<CacheStream>& streams = is_key ? keys : values;
+    std::vector<CacheStream>& streams = is_key ? keys : values;
     const Codec& prototype = is_key ? *m.codecs.key : *m.codecs.value;
     fitted[is_key ? 0 : 1] = fitted_codecs(prototype, streams, m.spec.to_string() + ": the " + kind + " streams");
     // A layer of a pair stores the pair's layout (the leader's part or the follower's).

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codec_test_helpers.h"
@@ -15,7 +16,9 @@
 #include "codecs/vecinfer/vecinfer_key_codec.h"
 #include "eval/synthetic_kv.h"
 #include "test_data.h"
+#include "veloxquant/cache.h"
 #include "veloxquant/calibration.h"
+#include "veloxquant/tensor.h"
 
 namespace veloxquant {
 namespace {
@@ -236,6 +239,40 @@ TEST(Vecinfer, DamagedStreamStatesAreRefused) {
   bad[0][4 * d + 2 * 5] = 0x00, bad[0][4 * d + 2 * 5 + 1] = 0x7c;  // +inf
   EXPECT_CONTAINS(test::error_message<Error>([&] { (void)c.key->with_states(bad, 0); }), "codebook entry 5 = inf");
   EXPECT_CONTAINS(test::error_message<Error>([&] { (void)c.key->with_states(good, 1); }), "no tables for KV head 1");
+}
+
+// A stream's state is its KV head's tables from the artifact: a stream restored without it (what
+// a GPU's download holds) gets the artifact's, and a state that is not the artifact's is refused.
+TEST(Vecinfer, RestoredStreamsGetTheArtifactsTablesAndNoOthers) {
+  const size_t d = 16, heads = 2, n = 40;
+  const Calibrated cal("vecinfer", d, heads);
+  const std::vector<float> values(n * heads * d, 0.5f);
+  KVCache cache("vecinfer", cal.shape);
+  cache.append(TensorView::f32(cal.keys.data(), {n, heads, d}),
+               TensorView::f32(values.data(), {n, heads, d}));
+  ASSERT_GT(cache.key_streams()[0].encoded, 0u);
+  EXPECT_TRUE(cache.states_from_spec());
+
+  std::vector<CacheStream> keys = cache.key_streams();
+  for (CacheStream& s : keys) s.state.clear();
+  KVCache copy("vecinfer", cal.shape);
+  copy.restore(keys, cache.value_streams());
+  for (size_t h = 0; h < heads; ++h)
+    EXPECT_EQ(copy.key_streams()[h].state, cache.key_streams()[h].state) << h;
+  EXPECT_EQ(copy.decode_keys(), cache.decode_keys());
+  EXPECT_EQ(copy.bytes(), cache.bytes());
+
+  // Valid tables, but another head's: what a file of another artifact would hold.
+  keys = cache.key_streams();
+  std::swap(keys[0].state, keys[1].state);
+  KVCache other("vecinfer", cal.shape);
+  EXPECT_CONTAINS(
+      test::error_message<Error>([&] { other.restore(keys, cache.value_streams()); }),
+      "KV head 0 holds 8256 bytes of fitted state that are not the 8256 its spec's artifact gives it");
+  EXPECT_EQ(other.tokens(), 0u);  // unchanged by the refusal
+
+  // A cache fitted to its tokens keeps its states: a device may not drop them.
+  EXPECT_FALSE(KVCache("rabitq", LayerShape{heads, d, 0, 0}).states_from_spec());
 }
 
 TEST(Vecinfer, SpecParametersAreChecked) {

@@ -13,9 +13,11 @@
 
 #include "../runtime/fixture_inputs.h"
 #include "dev/fixture_model.h"
+#include "veloxquant/calibrate.h"
 #include "veloxquant/error.h"
 #include "veloxquant/model.h"
 #include "veloxquant/session_file.h"
+#include "veloxquant/spec.h"
 
 namespace veloxquant {
 namespace {
@@ -51,7 +53,7 @@ double relative_error(const std::vector<float>& a, const std::vector<float>& b) 
   return diff / scale;
 }
 
-class GpuSession : public testing::TestWithParam<const char*> {
+class GpuSessionFiles : public testing::Test {
  protected:
   void SetUp() override {
     dir_ = std::filesystem::temp_directory_path() / ("vq_gpu_session_" + std::to_string(getpid()));
@@ -59,13 +61,16 @@ class GpuSession : public testing::TestWithParam<const char*> {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
   std::string path(const char* name) const { return (dir_ / name).string(); }
+  // A file saved on either device restores on the other, and decoding goes on from it.
+  void check_files_move(const std::string& spec) const;
 
  private:
   std::filesystem::path dir_;
 };
 
-TEST_P(GpuSession, FilesMoveBetweenDevicesAndDecodingGoesOn) {
-  const std::string spec = GetParam();
+class GpuSession : public GpuSessionFiles, public testing::WithParamInterface<const char*> {};
+
+void GpuSessionFiles::check_files_move(const std::string& spec) const {
   const std::vector<int32_t> next{42};
   const std::vector<int32_t> tokens = prompt(300);
 
@@ -93,6 +98,17 @@ TEST_P(GpuSession, FilesMoveBetweenDevicesAndDecodingGoesOn) {
   restore_session(gpu_from_cpu, read_session_file(path("cpu.vqs")));
   EXPECT_EQ(gpu_from_cpu.kv_bytes(), cpu_own.kv_bytes());
   EXPECT_LE(relative_error(gpu_from_cpu.eval(next, Logits::Last), cpu_own.eval(next, Logits::Last)), 2e-3);
+}
+
+TEST_P(GpuSession, FilesMoveBetweenDevicesAndDecodingGoesOn) { check_files_move(GetParam()); }
+
+// vecinfer's CPU streams carry their KV head's calibrated tables as fitted state; the GPU keeps
+// them from the artifact, and a download gets them back from the spec.
+TEST_F(GpuSessionFiles, VecinferFilesCarryTheArtifactsTables) {
+  const CalibrationArtifact artifact = calibrate(model(), prompt(1024), parse_spec("vecinfer"),
+                                                 CalibrateOptions{.context = 512, .max_tokens = 1024});
+  save_calibration(artifact, path("cal"));
+  check_files_move("vecinfer:artifacts=" + path("cal"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Methods, GpuSession,

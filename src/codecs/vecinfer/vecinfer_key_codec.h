@@ -49,6 +49,7 @@ class VecinferKeyCodec final : public Codec {
   std::unique_ptr<Codec> with_states(const std::vector<std::vector<uint8_t>>& states,
                                      size_t head) const override;
   size_t stream_state_bytes() const override { return 4 * dim_ + 2 * subspaces_ * centroids_ * dims_; }
+  bool states_from_spec() const override { return true; }
 
   void encode(const float* x, size_t n, uint8_t* codes) const override;
   void decode(const uint8_t* codes, size_t n, float* x) const override;

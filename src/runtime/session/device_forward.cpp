@@ -58,19 +58,24 @@ class CudaForward final : public DeviceForward {
   void restore(size_t tokens, std::span<const KVCache> caches) override {
     std::vector<cuda::LayerStreams> layers(caches.size());
     for (size_t l = 0; l < caches.size(); ++l) {
-      for (const CacheStream& s : caches[l].key_streams()) layers[l].keys.push_back(cpu_to_host(s, l));
-      for (const CacheStream& s : caches[l].value_streams()) layers[l].values.push_back(cpu_to_host(s, l));
+      const bool spec_states = caches[l].states_from_spec();
+      for (const CacheStream& s : caches[l].key_streams())
+        layers[l].keys.push_back(cpu_to_host(s, l, spec_states));
+      for (const CacheStream& s : caches[l].value_streams())
+        layers[l].values.push_back(cpu_to_host(s, l, spec_states));
     }
     decoder_.restore(tokens, layers);
   }
 
  private:
+  // Without fitted state: KVCache::restore gives a stream the spec's (vecinfer's tables).
   static CacheStream host_to_cpu(cuda::HostStream s) {
     return CacheStream{{}, std::move(s.codes), s.encoded, std::move(s.tail), s.tail_tokens};
   }
-  // The GPU's methods fit nothing per stream: a stream with fitted state is not theirs.
-  static cuda::HostStream cpu_to_host(const CacheStream& s, size_t layer) {
-    if (!s.state.empty()) {
+  // The GPU keeps a method's tables from the spec, not per stream: a stream's state is dropped
+  // when it is the spec's (KVCache::restore checked it), and refused when it was fitted to tokens.
+  static cuda::HostStream cpu_to_host(const CacheStream& s, size_t layer, bool spec_states) {
+    if (!s.state.empty() && !spec_states) {
       throw Error("device cuda: layer " + std::to_string(layer) + "'s streams hold " +
                   std::to_string(s.state.size()) +
                   " bytes of fitted state, which the CUDA caches do not keep; expected a method without "
