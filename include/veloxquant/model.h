@@ -207,6 +207,9 @@ class Session {
   // and valid until the next. Throws Error for a session of several sequences; set_observer() with
   // an observer throws on Device::Cuda.
   std::span<const KVCache> caches() const;
+  // The shape of each of those caches (KV heads, head_dim, layer, seed, RoPE, window,
+  // calibration), without building or downloading them.
+  std::vector<LayerShape> cache_shapes() const;
   // Replaces the token history and every layer's cache at once (session files restore them; on
   // Device::Cuda the streams are uploaded to the GPU caches).
   // Throws Error, leaving the session unchanged, unless there is one cache per cache layer, each with

@@ -216,14 +216,18 @@ struct Session::Impl {
     }
   }
 
-  void make_caches() {
-    const ModelConfig& c = model.config();
-    caches.clear();
-    std::vector<LayerShape> shapes = cache_shapes(c);
+  std::vector<LayerShape> layer_shapes() const {
+    std::vector<LayerShape> shapes = veloxquant::cache_shapes(model.config());
     for (size_t l = 0; l < shapes.size(); ++l) {
       shapes[l].calibration = calibration;
       shapes[l].rope = ropes[l];
     }
+    return shapes;
+  }
+  void make_caches() {
+    const ModelConfig& c = model.config();
+    caches.clear();
+    const std::vector<LayerShape> shapes = layer_shapes();
     if (spec.method->cross_layer()) check_cross_layer_shapes(shapes);
     for (size_t b = 0; b < options.batch; ++b)  // each sequence its own caches, layer by layer
       for (KVCache& cache : make_layer_caches(spec, shapes)) caches.push_back(std::move(cache));
@@ -560,6 +564,8 @@ std::span<const KVCache> Session::caches() const {
   if (impl_->gpu) impl_->download_caches();
   return impl_->caches;
 }
+
+std::vector<LayerShape> Session::cache_shapes() const { return impl_->layer_shapes(); }
 
 void Session::restore(std::vector<int32_t> tokens, std::vector<KVCache> caches) {
   Impl& s = *impl_;

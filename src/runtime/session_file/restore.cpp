@@ -59,23 +59,21 @@ std::vector<float> restore_session(Session& session, SessionFile file) {
   if (!differences.empty()) {
     throw Error(fmt::format("the session was saved with another model: {}", differences));
   }
-  const KVCache& current = session.caches().front();
-  const std::string spec = current.spec().to_string();
-  if (file.kv_spec != spec || file.codec_seed != current.shape().seed) {
+  // The session's own layer shapes (its RoPE, windows and calibration, per layer), without the
+  // download of a GPU session's caches.
+  std::vector<LayerShape> shapes = session.cache_shapes();
+  const std::string spec = session.spec().to_string();
+  if (file.kv_spec != spec || file.codec_seed != shapes.front().seed) {
     throw Error(fmt::format("the session was saved with another kv spec: expected '{}' (seed {}), "
-                            "found '{}' (seed {})", spec, current.shape().seed, file.kv_spec,
-                            file.codec_seed));
+                            "found '{}' (seed {})",
+                            spec, shapes.front().seed, file.kv_spec, file.codec_seed));
   }
   if (file.tokens.size() > session.context()) {
     throw Error(fmt::format("the session holds {} tokens; expected at most the context's {}",
                             file.tokens.size(), session.context()));
   }
-  // The session's own layer shapes: its RoPE, windows and calibration, per layer.
-  std::vector<LayerShape> shapes;
-  for (const KVCache& cache : session.caches()) shapes.push_back(cache.shape());
-  std::vector<KVCache> caches = session_file::rebuild_caches(std::move(file.layers), current.spec(),
-                                                             file.codec_seed, file.model, file.artifacts,
-                                                             std::move(shapes));
+  std::vector<KVCache> caches = session_file::rebuild_caches(
+      std::move(file.layers), session.spec(), file.codec_seed, file.model, file.artifacts, std::move(shapes));
   session.restore(std::move(file.tokens), std::move(caches));
   return std::move(file.logits);
 }
