@@ -6,6 +6,10 @@ in random order so that drifts of the machine hit every method alike, and the ta
 medians and the speedup of each method over the fp16 cache from the same run.
 
     python3 bench/attend_decode_report.py [--build build] [--repetitions 9] [--tokens 32768]
+        [--spec SPEC ... --name NAME]
+
+With --spec, only fp16 and the given specs run, and the results go to bench/results/NAME.*
+(attend_decode.* is the whole registry's run).
 """
 import argparse
 import datetime
@@ -24,12 +28,17 @@ def main():
     ap.add_argument("--repetitions", type=int, default=9)
     ap.add_argument("--tokens", type=int, default=32768)
     ap.add_argument("--out", default="bench/results")
+    ap.add_argument("--spec", action="append", default=[], help="a spec to time beside fp16 (repeatable)")
+    ap.add_argument("--name", default="attend_decode", help="the results' file name, without extension")
     args = ap.parse_args()
+    if args.spec and args.name == "attend_decode":
+        ap.error("--spec times a subset: give it a --name of its own")
 
     exe = os.path.join(args.build, "bench", "veloxquant_bench_attend")
     cmd = [exe, f"--tokens={args.tokens}", f"--benchmark_repetitions={args.repetitions}",
            "--benchmark_enable_random_interleaving=true", "--benchmark_min_time=0.2",
            "--benchmark_report_aggregates_only=true", "--benchmark_format=json"]
+    cmd += [f"--spec={spec}" for spec in (["fp16"] + args.spec if args.spec else [])]
     print("running:", " ".join(cmd), file=sys.stderr)
     run = subprocess.run(cmd, check=True, capture_output=True, text=True)
     raw = json.loads(run.stdout)
@@ -64,7 +73,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     result = {"command": command.strip(), "benchmark_command": " ".join(cmd), "date": date,
               "machine": machine, "workload": workload, "results": list(rows.values())}
-    with open(os.path.join(args.out, "attend_decode.json"), "w") as f:
+    with open(os.path.join(args.out, args.name + ".json"), "w") as f:
         json.dump(result, f, indent=2)
         f.write("\n")
     lines = [
@@ -81,7 +90,7 @@ def main():
     for r in rows.values():
         lines.append(f"| `{r['spec']}` | {r['stored_bytes']} | {r['compression_ratio']:.2f}x | "
                      f"{r['attend_us']:.0f} | {r['speedup_vs_fp16']:.2f}x | {r['encode_tokens_per_s']:.3g} |")
-    with open(os.path.join(args.out, "attend_decode.md"), "w") as f:
+    with open(os.path.join(args.out, args.name + ".md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
 

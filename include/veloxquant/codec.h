@@ -5,11 +5,16 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <vector>
 
 namespace veloxquant {
+
+// The score of a token a query does not read (Codec::select): exp() of it underflows to 0, and
+// soft-capping leaves it as it is.
+inline constexpr float kExcluded = -std::numeric_limits<float>::max();
 
 class Codec {
  public:
@@ -106,6 +111,15 @@ class Codec {
   virtual void decode_in_basis(const uint8_t* codes, size_t n, float* y) const { decode(codes, n, y); }
   virtual void to_basis(float* /*x*/, size_t /*n*/) const {}
   virtual void from_basis(float* /*x*/, size_t /*n*/) const {}
+
+  // Token selection (rabitq's nprobe): each query reads only some of the encoded tokens, as an
+  // inverted-file index reads only the lists it probes; the others get no attention. select()
+  // sets keep[i * n + t] to 1 for the tokens query i reads and 0 for the rest, and keeps token 0
+  // for every query, so that no query reads nothing. score() of such a codec writes kExcluded for
+  // the tokens it does not read (and skips their work); the cache's attention paths give those
+  // tokens weight 0. For keys stored after RoPE: the queries are the ones attention sees.
+  virtual bool selects_tokens() const { return false; }
+  virtual void select(const float* q, size_t nq, const uint8_t* codes, size_t n, uint8_t* keep) const;
 
   // scores[i * n + t] = q_i . x_t for nq queries q ([nq, dim]) and the n encoded tokens.
   virtual void score(const float* q, size_t nq, const uint8_t* codes, size_t n,

@@ -43,6 +43,32 @@ struct ScoreRows {
   }
 };
 
+// codec.accumulate() over the tokens some row gives weight, their records gathered, when they are
+// under half the stream: what a key codec that selects tokens leaves of it. REQUIRES: one token
+// per record.
+void accumulate_read(const Codec& codec, const float* w, size_t rows, const uint8_t* codes, size_t n,
+                     float* out) {
+  // Branch-free: which tokens have weight follows no pattern.
+  std::vector<uint8_t> weighed(n, 0);
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t t = 0; t < n; ++t) weighed[t] |= static_cast<uint8_t>(w[r * n + t] != 0.0f);
+  std::vector<size_t> read(n);
+  size_t m = 0;
+  for (size_t t = 0; t < n; ++t) {
+    read[m] = t;
+    m += weighed[t];
+  }
+  if (2 * m > n) return codec.accumulate(w, rows, codes, n, out);
+  const size_t stride = codec.code_bytes(1);
+  std::vector<uint8_t> gathered(m * stride);
+  std::vector<float> weights(rows * m);
+  for (size_t k = 0; k < m; ++k) {
+    std::copy_n(codes + read[k] * stride, stride, &gathered[k * stride]);
+    for (size_t r = 0; r < rows; ++r) weights[r * m + k] = w[r * n + read[k]];
+  }
+  if (m) codec.accumulate(weights.data(), rows, gathered.data(), m, out);
+}
+
 template <class Rows>  // KVCache::Impl::Rows, which is private
 void add_to(const Rows& q, size_t first, const float* p, size_t n) {
   for (size_t t = 0; t < n; ++t) q.note(first + t, p[t]);
@@ -67,7 +93,21 @@ size_t KVCache::Impl::window_start(size_t head, size_t visible) const {
 void KVCache::Impl::cap_scores(float* s, size_t n) const {
   const float cap = shape.softcap;
   if (cap == 0.0f) return;
-  for (size_t i = 0; i < n; ++i) s[i] = cap * std::tanh(s[i] / cap);
+  for (size_t i = 0; i < n; ++i)
+    if (s[i] != kExcluded) s[i] = cap * std::tanh(s[i] / cap);
+}
+
+void KVCache::Impl::exclude_unselected(size_t head, const Rows& q, float* p, size_t width) const {
+  const size_t enc = keys[head].encoded;
+  if (enc == 0 || pre_rope) return;
+  const Encoded e = encoded(head, true);
+  if (!e.codec->selects_tokens()) return;
+  std::vector<uint8_t> keep(q.rows * enc);
+  e.codec->select(q.q, q.rows, e.codes, enc, keep.data());
+  const size_t n = width > sinks ? std::min(enc, width - sinks) : 0;
+  for (size_t r = 0; r < q.rows; ++r)
+    for (size_t t = 0; t < n; ++t)
+      if (!keep[r * enc + t]) p[r * width + sinks + t] = kExcluded;
 }
 
 void KVCache::Impl::rotated_sink_keys(size_t head, float* k) const {
@@ -93,6 +133,7 @@ void KVCache::Impl::attend_fused(size_t head, const Rows& q, float* out) const {
   const size_t d = shape.head_dim, rows = q.rows, n = stored(head);
   const size_t enc = ks.encoded, tail = ks.tail_tokens, width = sinks + tail;
   const ScoreRows s{scratch(0, rows * enc), scratch(1, rows * width), enc, sinks, width};
+  bool selective = false;  // the key codec let each row read only some tokens (Codec::select)
   if (pre_rope) {
     // Keys stored before RoPE: decoded, rotated to their positions, then scored. Scoring the
     // codes straight would need the rotation per token inside the codec.
@@ -110,6 +151,7 @@ void KVCache::Impl::attend_fused(size_t head, const Rows& q, float* out) const {
     if (enc) {
       const Encoded e = encoded(head, true);
       e.codec->score(q.q, rows, e.codes, enc, s.head);
+      selective = e.codec->selects_tokens();
     }
     if (tail && sinks == 0) {
       fp16.score(q.q, rows, ks.tail.data(), tail, s.tail);
@@ -170,7 +212,11 @@ void KVCache::Impl::attend_fused(size_t head, const Rows& q, float* out) const {
   }
   if (venc) {
     const Encoded e = encoded(head, false);
-    e.codec->accumulate(wh, rows, e.codes, venc, out);
+    if (selective && e.codec->block_tokens() == 1 && !e.codec->variable_length()) {
+      accumulate_read(*e.codec, wh, rows, e.codes, venc, out);
+    } else {
+      e.codec->accumulate(wh, rows, e.codes, venc, out);
+    }
   }
   if (vtail) fp16.accumulate(wt, rows, vs.tail.data(), vtail, out);
   if (sinks) {
@@ -213,6 +259,7 @@ void KVCache::Impl::attend_decoded(size_t head, const Rows& q, float* out) const
   const auto ri = [](size_t x) { return static_cast<blasint>(x); };
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ri(rows), ri(visible), ri(d), 1.0f, queries, ri(d), k,
               ri(d), 0.0f, p, ri(visible));
+  exclude_unselected(head, q, p, visible);
   for (size_t r = 0; r < rows; ++r) {
     const size_t seen = n - q.nq + q.first_token + r / q.group + 1, lo = window_start(head, seen);
     float* row = p + r * visible;
@@ -229,8 +276,9 @@ void KVCache::Impl::attend_decoded(size_t head, const Rows& q, float* out) const
 
 void KVCache::Impl::attend_reference(size_t head, const Rows& q, float* out) const {
   const size_t d = shape.head_dim, n = stored(head);
-  std::vector<float> k(n * d), v(n * d), logits(n);
+  std::vector<float> k(n * d), v(n * d), logits(n), excluded(q.rows * n, 0.0f);
   decode_head(head, k.data(), v.data());
+  exclude_unselected(head, q, excluded.data(), n);
   std::fill(out, out + q.rows * d, 0.0f);
   for (size_t r = 0; r < q.rows; ++r) {
     const size_t visible = n - q.nq + q.first_token + r / q.group + 1, lo = window_start(head, visible);
@@ -239,6 +287,7 @@ void KVCache::Impl::attend_reference(size_t head, const Rows& q, float* out) con
       float dot = 0;
       for (size_t c = 0; c < d; ++c) dot += q.q[r * d + c] * k[t * d + c];
       cap_scores(&dot, 1);
+      if (excluded[r * n + t] == kExcluded) dot = kExcluded;
       logits[t] = dot;
       mx = std::max(mx, dot);
     }

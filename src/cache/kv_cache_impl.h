@@ -171,6 +171,11 @@ struct KVCache::Impl {
     bool observed(size_t r) const { return mass && first_token + r / group >= observed_from; }
     void note(size_t t, float p) const { mass[t] = peak ? std::max(mass[t], p) : mass[t] + p; }
   };
+  // Where head h's key codec selects the tokens each query reads (Codec::select), the encoded
+  // tokens a row does not read score kExcluded: p holds q.rows rows of `width` scores in cache
+  // order (sinks, encoded, tail), and is written only there. In the fused path the codec's
+  // score() writes them itself.
+  void exclude_unselected(size_t head, const Rows& q, float* p, size_t width) const;
   // Fused: scores and weighted sums straight from the codes.
   void attend_fused(size_t head, const Rows& q, float* out) const;
   // Decoded: each head decoded once, then scores and outputs as matrix products.

@@ -54,6 +54,10 @@ size_t Codec::encoded_bytes(const uint8_t* codes, size_t n, size_t available) co
   return at;
 }
 
+void Codec::select(const float*, size_t nq, const uint8_t*, size_t n, uint8_t* keep) const {
+  std::fill(keep, keep + nq * n, uint8_t{1});
+}
+
 void Codec::score(const float* q, size_t nq, const uint8_t* codes, size_t n, float* scores) const {
   const size_t d = dim(), chunk = chunk_tokens(*this);
   std::vector<float> x(chunk * d), s(nq * chunk);

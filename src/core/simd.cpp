@@ -195,20 +195,25 @@ float max_of(const float* x, size_t n, float m0) {
   return mx;
 }
 
+// Below this exp() is under FLT_MIN: a subnormal, whose every later product costs a microcode
+// assist. Such weights are 0 here, as a token a codec excluded (kExcluded) must weigh.
+constexpr float kExpUnderflow = -87.0f;
+
 // x = exp(x - mx) in place; returns the sum.
 float exp_shifted(float* x, size_t n, float mx) {
   const DF df;
   const size_t L = hn::Lanes(df);
-  const auto vmx = hn::Set(df, mx);
+  const auto vmx = hn::Set(df, mx), floor = hn::Set(df, kExpUnderflow);
   auto sum = hn::Zero(df);
   size_t i = 0;
   for (; i + L <= n; i += L) {
-    const auto e = hn::Exp(df, hn::Sub(hn::LoadU(df, x + i), vmx));
+    const auto shifted = hn::Sub(hn::LoadU(df, x + i), vmx);
+    const auto e = hn::IfThenZeroElse(hn::Lt(shifted, floor), hn::Exp(df, shifted));
     hn::StoreU(e, df, x + i);
     sum = hn::Add(sum, e);
   }
   float total = reduce(df, sum);
-  for (; i < n; ++i) total += (x[i] = std::exp(x[i] - mx));
+  for (; i < n; ++i) total += (x[i] = x[i] - mx < kExpUnderflow ? 0.0f : std::exp(x[i] - mx));
   return total;
 }
 

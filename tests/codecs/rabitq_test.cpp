@@ -5,12 +5,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "codec_test_helpers.h"
 #include "codecs/rabitq/rabitq_key_codec.h"
 #include "test_data.h"
+#include "veloxquant/cache.h"
+#include "veloxquant/tensor.h"
 
 namespace veloxquant {
 namespace {
@@ -142,6 +145,76 @@ TEST(Rabitq, MoreClustersShrinkTheErrorOnClusteredKeys) {
   EXPECT_LT(error(8), 0.2 * error(1));
 }
 
+// Keys drawn around `centres` distant centres, [n, heads, d]: token t of every head around centre
+// t % centres (token 0 too).
+std::vector<float> clustered_keys(size_t n, size_t heads, size_t d, size_t centres, uint64_t seed) {
+  const std::vector<float> centre = test::gaussian(centres * d, seed, 4.0),
+                           noise = test::gaussian(n * heads * d, seed + 1);
+  std::vector<float> keys(n * heads * d);
+  for (size_t i = 0; i < keys.size(); ++i)
+    keys[i] = centre[(i / (heads * d) % centres) * d + i % d] + noise[i];
+  return keys;
+}
+
+// nprobe: each query reads token 0 and the tokens of the nprobe lists whose centroids have the
+// largest products with it, and their scores are the ones every list gives; the rest score
+// kExcluded.
+TEST(Rabitq, NprobeReadsTheListsOfTheLargestCentroidProducts) {
+  const size_t d = 64, n = 400, nq = 5, nlist = 8, nprobe = 2;
+  const std::vector<float> keys = clustered_keys(n, 1, d, nlist, 60), queries = test::gaussian(nq * d, 62);
+  const auto all = codec_for_stream(RabitqKeyCodec(d, nlist, 1, 2), keys.data(), n);
+  const auto probing = codec_for_stream(RabitqKeyCodec(d, nlist, 1, 2, nprobe), keys.data(), n);
+  ASSERT_FALSE(all->selects_tokens());
+  ASSERT_TRUE(probing->selects_tokens());
+  std::vector<uint8_t> codes(all->code_bytes(n));
+  all->encode(keys.data(), n, codes.data());
+  std::vector<float> every(nq * n), probed(nq * n);
+  all->score(queries.data(), nq, codes.data(), n, every.data());
+  probing->score(queries.data(), nq, codes.data(), n, probed.data());
+  std::vector<uint8_t> keep(nq * n);
+  probing->select(queries.data(), nq, codes.data(), n, keep.data());
+  const std::vector<float>& centroids = dynamic_cast<const RabitqKeyCodec&>(*probing).centroids();
+  const size_t stride = all->code_bytes(1);
+  for (size_t i = 0; i < nq; ++i) {
+    std::vector<std::pair<double, size_t>> by_product;
+    for (size_t j = 0; j < nlist; ++j)
+      by_product.emplace_back(-test::dot(queries.data() + i * d, centroids.data() + j * d, d), j);
+    std::sort(by_product.begin(), by_product.end());
+    size_t read = 0;
+    for (size_t t = 0; t < n; ++t) {
+      const size_t list = codes[t * stride + stride - 1];
+      const bool want = t == 0 || list == by_product[0].second || list == by_product[1].second;
+      ASSERT_EQ(keep[i * n + t], want) << "query " << i << " token " << t;
+      if (want) EXPECT_EQ(probed[i * n + t], every[i * n + t]) << "query " << i << " token " << t;
+      else EXPECT_EQ(probed[i * n + t], kExcluded) << "query " << i << " token " << t;
+      read += want;
+    }
+    EXPECT_LT(read, n / 3) << "query " << i;  // two lists of eight, and token 0
+  }
+}
+
+// The cache gives the tokens a query does not read weight 0 on every attention path, so the fused
+// (decoding), decoded (prefill) and reference paths agree; nprobe = nlist is every list.
+TEST(Rabitq, NprobeAttentionAgreesOnEveryPath) {
+  const size_t d = 64, heads = 2, q_heads = 4, n = 500, nq = 3;
+  const std::vector<float> keys = clustered_keys(n, heads, d, 8, 70),
+                           values = test::gaussian(n * heads * d, 72);
+  const std::vector<float> queries = test::gaussian(nq * q_heads * d, 73, 2.0);
+  const auto attend = [&](const std::string& spec, AttendPath path) {
+    KVCache cache(spec, LayerShape{heads, d, 0, 5});
+    cache.append(TensorView::f32(keys.data(), {n, heads, d}), TensorView::f32(values.data(), {n, heads, d}));
+    std::vector<float> out(nq * q_heads * d);
+    cache.attend(TensorView::f32(queries.data(), {nq, q_heads, d}), out.data(), path);
+    return out;
+  };
+  const std::vector<float> reference = attend("rabitq:nlist=8,nprobe=2", AttendPath::Reference);
+  EXPECT_LT(test::relative_l2(attend("rabitq:nlist=8,nprobe=2", AttendPath::Fused), reference), 1e-5);
+  EXPECT_LT(test::relative_l2(attend("rabitq:nlist=8,nprobe=2", AttendPath::Decoded), reference), 1e-5);
+  const std::vector<float> every = attend("rabitq:nlist=8", AttendPath::Fused);
+  EXPECT_GT(test::relative_l2(reference, every), 1e-2);  // the lists left out did carry weight
+  EXPECT_EQ(attend("rabitq:nlist=8,nprobe=8", AttendPath::Fused), every);
+}
+
 TEST(Rabitq, CorruptClustersAndScalesAreRefused) {
   const size_t d = 32, n = 4;
   const std::vector<float> keys = test::gaussian(n * d, 50);
@@ -174,6 +247,8 @@ TEST(Rabitq, SpecParametersAreChecked) {
   test::expect_refused_naming("rabitq:nlist=0", "nlist");
   test::expect_refused_naming("rabitq:nlist=257", "nlist");
   test::expect_refused_naming("rabitq:vbits=9", "vbits");
+  test::expect_refused_naming("rabitq:nlist=16,nprobe=17", "nprobe=17 lists with nlist=16");
+  test::expect_refused_naming("rabitq:nprobe=257", "nprobe");
   test::expect_refused_naming("rabitq", "head_dim", LayerShape{1, 1, 0, 0});
 }
 

@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 
 #include "core/bitpack.h"
 #include "core/kmeans.h"
@@ -21,9 +23,11 @@ float read_f32(const uint8_t* p) {
 
 }  // namespace
 
-RabitqKeyCodec::RabitqKeyCodec(size_t dim, size_t nlist, uint64_t rotation_seed, uint64_t cluster_seed)
+RabitqKeyCodec::RabitqKeyCodec(size_t dim, size_t nlist, uint64_t rotation_seed, uint64_t cluster_seed,
+                               size_t nprobe)
     : dim_(dim),
       nlist_(nlist),
+      nprobe_(nprobe),
       cluster_seed_(cluster_seed),
       rotation_(dim, rotation_seed),
       format_{sizeof(float) + packed_bytes(dim, 1) + 1, 0, sizeof(float)},
@@ -147,25 +151,93 @@ void RabitqKeyCodec::check_codes(const uint8_t* codes, size_t n) const {
   }
 }
 
-// q . k_t = q . c_j(t) + s_t <x_t, P q>: per call each query is rotated once and its products
-// with the nlist centroids taken once; the sign bits are summed by the 1-bit kernel.
-void RabitqKeyCodec::score(const float* q, size_t nq, const uint8_t* codes, size_t n, float* scores) const {
-  require_fitted("score");
-  const size_t P = signs_.positions();
-  std::vector<float> rotated(q, q + nq * dim_), qk(nq * P), centroid_dots(nq * nlist_);
-  rotation_.forward(rotated.data(), nq);
-  for (size_t i = 0; i < nq; ++i) {
-    signs_.to_kernel_order(rotated.data() + i * dim_, qk.data() + i * P);
+std::vector<float> RabitqKeyCodec::centroid_dots(const float* q, size_t nq) const {
+  std::vector<float> dots(nq * nlist_);
+  for (size_t i = 0; i < nq; ++i)
     for (size_t j = 0; j < nlist_; ++j) {
       float d = 0;
       for (size_t c = 0; c < dim_; ++c) d += q[i * dim_ + c] * centroids_[j * dim_ + c];
-      centroid_dots[i * nlist_ + j] = d;
+      dots[i * nlist_ + j] = d;
     }
-  }
-  signs_.dot(qk.data(), nq, codes, n, format_, 1.0f / std::sqrt(static_cast<float>(dim_)), scores);
-  for (size_t i = 0; i < nq; ++i)
+  return dots;
+}
+
+void RabitqKeyCodec::probe(const float* dots, uint8_t* probed) const {
+  std::vector<uint32_t> order(nlist_);
+  std::iota(order.begin(), order.end(), 0u);
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(nprobe_), order.end(),
+                    [&](uint32_t a, uint32_t b) {
+                      return dots[a] > dots[b] || (dots[a] == dots[b] && a < b);
+                    });
+  std::fill(probed, probed + nlist_, uint8_t{0});
+  for (size_t j = 0; j < nprobe_; ++j) probed[order[j]] = 1;
+}
+
+void RabitqKeyCodec::select(const float* q, size_t nq, const uint8_t* codes, size_t n, uint8_t* keep) const {
+  require_fitted("select");
+  if (!selects_tokens()) return Codec::select(q, nq, codes, n, keep);
+  const std::vector<float> dots = centroid_dots(q, nq);
+  std::vector<uint8_t> probed(nlist_);
+  for (size_t i = 0; i < nq; ++i) {
+    probe(dots.data() + i * nlist_, probed.data());
     for (size_t t = 0; t < n; ++t)
-      scores[i * n + t] += centroid_dots[i * nlist_ + codes[t * format_.stride + cluster_offset_]];
+      keep[i * n + t] = t == 0 || probed[codes[t * format_.stride + cluster_offset_]];
+  }
+}
+
+// q . k_t = q . c_j(t) + s_t <x_t, P q>: per call each query is rotated once and its products
+// with the nlist centroids taken once; the sign bits are summed by the 1-bit kernel, over every
+// token or, probing lists, over the records of the tokens each query reads, gathered.
+void RabitqKeyCodec::score(const float* q, size_t nq, const uint8_t* codes, size_t n, float* scores) const {
+  require_fitted("score");
+  const size_t P = signs_.positions();
+  std::vector<float> rotated(q, q + nq * dim_), qk(nq * P);
+  rotation_.forward(rotated.data(), nq);
+  for (size_t i = 0; i < nq; ++i) signs_.to_kernel_order(rotated.data() + i * dim_, qk.data() + i * P);
+  const std::vector<float> dots = centroid_dots(q, nq);
+  const float unit = 1.0f / std::sqrt(static_cast<float>(dim_));
+  const auto cluster = [&](size_t t) { return codes[t * format_.stride + cluster_offset_]; };
+  const auto score_all = [&] {
+    signs_.dot(qk.data(), nq, codes, n, format_, unit, scores);
+    for (size_t i = 0; i < nq; ++i)
+      for (size_t t = 0; t < n; ++t) scores[i * n + t] += dots[i * nlist_ + cluster(t)];
+  };
+  if (!selects_tokens()) return score_all();
+  // The queries of a call (a KV head's query heads) read the union of their lists in one pass of
+  // the kernel, over the gathered records unless the union holds most tokens; each query keeps
+  // the scores of its own lists. The loops over tokens are branch-free: lists come in any order.
+  std::vector<uint8_t> probed(nq * nlist_), any(nlist_, 0), lists(n);
+  for (size_t i = 0; i < nq; ++i) {
+    probe(dots.data() + i * nlist_, probed.data() + i * nlist_);
+    for (size_t j = 0; j < nlist_; ++j) any[j] |= probed[i * nlist_ + j];
+  }
+  std::vector<uint32_t> read(n);
+  size_t m = 0;
+  for (size_t t = 0; t < n; ++t) {
+    lists[t] = cluster(t);
+    read[m] = static_cast<uint32_t>(t);
+    m += static_cast<size_t>(t == 0 || any[lists[t]]);
+  }
+  const auto exclude_unprobed = [&](size_t i, float* row) {
+    const uint8_t* own = probed.data() + i * nlist_;
+    for (size_t t = 1; t < n; ++t) row[t] = own[lists[t]] ? row[t] : kExcluded;
+  };
+  if (2 * m > n) {
+    score_all();
+    for (size_t i = 0; i < nq; ++i) exclude_unprobed(i, scores + i * n);
+    return;
+  }
+  std::vector<uint8_t> gathered(m * format_.stride);
+  for (size_t k = 0; k < m; ++k)
+    std::memcpy(&gathered[k * format_.stride], codes + read[k] * format_.stride, format_.stride);
+  std::vector<float> part(nq * m);
+  signs_.dot(qk.data(), nq, gathered.data(), m, format_, unit, part.data());
+  for (size_t i = 0; i < nq; ++i) {
+    float* row = scores + i * n;
+    std::fill(row, row + n, 0.0f);
+    for (size_t k = 0; k < m; ++k) row[read[k]] = part[i * m + k] + dots[i * nlist_ + lists[read[k]]];
+    exclude_unprobed(i, row);
+  }
 }
 
 }  // namespace veloxquant::rabitq

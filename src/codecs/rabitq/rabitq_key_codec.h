@@ -15,6 +15,11 @@
 // rotated centroids are kept beside the centroids, so prefill (attend_decoded) decodes without an
 // inverse rotation per token.
 //
+// With nprobe lists (Codec::select), each query reads only the tokens of the nprobe lists whose
+// centroids have the largest inner product with it, as an IVF search probes lists, and token 0
+// (the attention sink, and a token for every query to read); score() gathers those tokens'
+// records and writes kExcluded for the rest.
+//
 // Record of one token: f32 s | sign bits (D/8 bytes, pack_bits) | u8 cluster.
 // Stream state (fit_streams): the nlist centroids, fp16, [nlist, D].
 #pragma once
@@ -34,8 +39,8 @@ class RabitqKeyCodec final : public Codec {
  public:
   // The prototype make() returns: sizes only; encode, decode and score throw Error until
   // with_states() gives it centroids. REQUIRES (checked by the method): dim >= 2,
-  // 1 <= nlist <= 256.
-  RabitqKeyCodec(size_t dim, size_t nlist, uint64_t rotation_seed, uint64_t cluster_seed);
+  // 1 <= nlist <= 256, nprobe <= nlist (0: every list).
+  RabitqKeyCodec(size_t dim, size_t nlist, uint64_t rotation_seed, uint64_t cluster_seed, size_t nprobe = 0);
 
   size_t dim() const override { return dim_; }
   size_t code_bytes(size_t n) const override { return n * format_.stride; }
@@ -53,6 +58,9 @@ class RabitqKeyCodec final : public Codec {
   // Refuses a cluster index >= nlist and a scale s that is negative, infinite or NaN.
   void check_codes(const uint8_t* codes, size_t n) const override;
   bool fused_score() const override { return true; }
+  // Fewer lists than nlist probed.
+  bool selects_tokens() const override { return nprobe_ > 0 && nprobe_ < nlist_; }
+  void select(const float* q, size_t nq, const uint8_t* codes, size_t n, uint8_t* keep) const override;
   void score(const float* q, size_t nq, const uint8_t* codes, size_t n, float* scores) const override;
   // The rotated basis y = P k = P c_j + s x.
   bool decodes_in_basis() const override { return true; }
@@ -66,11 +74,15 @@ class RabitqKeyCodec final : public Codec {
 
  private:
   void require_fitted(const char* what) const;
+  // dots[i * nlist + j] = q_i . c_j.
+  std::vector<float> centroid_dots(const float* q, size_t nq) const;
+  // probed[j] = 1 for the nprobe lists of largest dots[j] (ties: the lower j), else 0.
+  void probe(const float* dots, uint8_t* probed) const;
   // s x (x: the signs over sqrt(D)) plus the record's centroid: rotated back to the keys' space
   // (decode), or with the rotated centroid in P's basis (decode_in_basis).
   void decode_records(const uint8_t* codes, size_t n, float* x, bool in_basis) const;
 
-  size_t dim_, nlist_;
+  size_t dim_, nlist_, nprobe_;
   uint64_t cluster_seed_;
   Rotation rotation_;
   RecordFormat format_;

@@ -24,6 +24,8 @@ MethodInfo rabitq_method() {
               "rotated residual with RaBitQ's unbiased inner-product estimator; values: turboquant_mse";
   m.params = {
       ParamDef::integer("nlist", 16, 1, 256, "IVF clusters per KV head (k-means on the prompt's keys)"),
+      ParamDef::integer("nprobe", 0, 0, 256,
+                        "IVF lists each query reads, those of the largest centroid products (0: every list)"),
       ParamDef::integer("vbits", 4, 1, 8, "value bits per coordinate (turboquant_mse)"),
       artifacts_param(false),
   };
@@ -32,11 +34,15 @@ MethodInfo rabitq_method() {
       throw SpecError("rabitq: head_dim " + std::to_string(s.head_dim) +
                       "; expected >= 2 (a sign per rotated coordinate of a unit residual)");
     }
+    const long nlist = p.get_int("nlist"), nprobe = p.get_int("nprobe");
+    if (nprobe > nlist) {
+      throw SpecError("rabitq: nprobe=" + std::to_string(nprobe) + " lists with nlist=" +
+                      std::to_string(nlist) + "; expected nprobe <= nlist (0: every list)");
+    }
     LayerCodecs c;
     c.key = std::make_unique<rabitq::RabitqKeyCodec>(
-        s.head_dim, static_cast<size_t>(p.get_int("nlist")),
-        turboquant_stream_seed(s, TurboQuantStream::KeyRotation),
-        derive_seed(s.seed, {static_cast<uint64_t>(s.layer), kClusterSeedTag}));
+        s.head_dim, static_cast<size_t>(nlist), turboquant_stream_seed(s, TurboQuantStream::KeyRotation),
+        derive_seed(s.seed, {static_cast<uint64_t>(s.layer), kClusterSeedTag}), static_cast<size_t>(nprobe));
     c.value = turboquant_values(p, s);
     return c;
   };
