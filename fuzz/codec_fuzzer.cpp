@@ -89,6 +89,13 @@ void check_fused_paths(const Codec& codec, const std::vector<uint8_t>& codes, si
   std::vector<float> fused(nq * n), reference(nq * n);
   codec.score(q.data(), nq, codes.data(), n, fused.data());
   codec.Codec::score(q.data(), nq, codes.data(), n, reference.data());
+  // A codec that selects tokens (rabitq's nprobe: Codec::select) scores only those, and
+  // kExcluded the rest.
+  std::vector<uint8_t> keep(nq * n);
+  codec.select(q.data(), nq, codes.data(), n, keep.data());
+  for (size_t i = 0; i < keep.size(); ++i) {
+    if (!keep[i]) reference[i] = veloxquant::kExcluded;
+  }
   if (!close(fused, reference, max_abs * static_cast<float>(d))) __builtin_trap();
   std::vector<float> out(nq * d, 0.0f), out_reference(nq * d, 0.0f);
   codec.accumulate(w.data(), nq, codes.data(), n, out.data());
