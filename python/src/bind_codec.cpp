@@ -161,20 +161,25 @@ void bind_codec(nb::module_& m) {
            "The [n, dim] float32 reconstruction of the codes of n tokens.")
       .def("score", &StreamCodec::score, nb::arg("q"), nb::arg("codes"), nb::arg("n"),
            "Inner products [nq, n] of the queries q ([nq, dim] float32) with the n encoded tokens, "
-           "computed from the codes where the codec allows (fused_score).")
+           "computed from the codes where the codec allows (fused_score). A codec that lets each "
+           "query read only some tokens (rabitq with nprobe) gives the others the lowest float, "
+           "-3.4028235e38, which attention weighs 0.")
       .def("nbytes", &StreamCodec::nbytes, nb::arg("n"),
            "Bytes of the codes of n tokens: exact for fixed-length codecs, the most encode can "
            "write for variable-length ones (cachegen).")
       .def_prop_ro("spec", &StreamCodec::spec, "the canonical spec")
       .def_prop_ro("stream", &StreamCodec::stream, "'key' or 'value'")
       .def_prop_ro("dim", &StreamCodec::dim)
-      .def_prop_ro("block_tokens", [](const StreamCodec& c) { return c.codec().block_tokens(); },
-                   "tokens encoded together; encode and decode take a multiple of it")
-      .def_prop_ro("state_bytes", [](const StreamCodec& c) { return c.codec().state_bytes(); },
-                   "bytes of the fitted state every block of a stream shares")
+      .def_prop_ro(
+          "block_tokens", [](const StreamCodec& c) { return c.codec().block_tokens(); },
+          "tokens encoded together; encode and decode take a multiple of it")
+      .def_prop_ro(
+          "state_bytes", [](const StreamCodec& c) { return c.codec().state_bytes(); },
+          "bytes of the fitted state every block of a stream shares")
       .def_prop_ro("variable_length", [](const StreamCodec& c) { return c.codec().variable_length(); })
-      .def_prop_ro("fused_score", [](const StreamCodec& c) { return c.codec().fused_score(); },
-                   "whether score() reads the codes without decoding them");
+      .def_prop_ro(
+          "fused_score", [](const StreamCodec& c) { return c.codec().fused_score(); },
+          "whether score() reads the codes without decoding them");
 }
 
 }  // namespace veloxquant::python
