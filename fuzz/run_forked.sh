@@ -43,11 +43,13 @@ for target in "$@"; do
   [ -x "$bin/fuzz_$target" ] || { echo "fuzz: no program $bin/fuzz_$target" >&2; exit 2; }
 done
 
-# -timeout and -rss_limit_mb as scripts/fuzz.sh sets them (its comments say why).
+# The per-input limits scripts/fuzz.sh passes too (fuzz/limits.sh says why).
+source fuzz/limits.sh
 pids=()
 for target in "$@"; do
   mkdir -p "$work/new/$target" "$out/artifacts/$target" "$out/logs"
-  "$bin/fuzz_$target" -fork="$workers" -max_total_time="$seconds" -timeout=60 -rss_limit_mb=2048 \
+  # shellcheck disable=SC2046  # the limits are several words
+  "$bin/fuzz_$target" -fork="$workers" -max_total_time="$seconds" $(fuzz_limits "$target") \
     -artifact_prefix="$out/artifacts/$target/" "$work/new/$target" "fuzz/corpus/$target" \
     >"$out/logs/$target.log" 2>&1 &
   pids+=($!)
@@ -61,7 +63,8 @@ for target in "$@"; do
   merged=$work/merge/$target
   rm -rf "$merged" && mkdir -p "$merged" "$out/kept/$target"
   cp "fuzz/corpus/$target"/* "$merged/"
-  timeout 120 "$bin/fuzz_$target" -merge=1 -timeout=60 -rss_limit_mb=2048 "$merged" "$work/new/$target" \
+  # shellcheck disable=SC2046
+  timeout 120 "$bin/fuzz_$target" -merge=1 $(fuzz_limits "$target") "$merged" "$work/new/$target" \
     >"$out/logs/$target.merge.log" 2>&1 || echo "fuzz: $target: merge did not finish" >&2
   for f in "$merged"/*; do
     [ -e "fuzz/corpus/$target/$(basename "$f")" ] || cp "$f" "$out/kept/$target/"

@@ -18,6 +18,7 @@ if ! [[ $seconds =~ ^[1-9][0-9]*$ ]]; then
   exit 2
 fi
 build=${FUZZ_BUILD_DIR:-build-fuzz}
+source fuzz/limits.sh
 
 if ! grep -qs '^VELOXQUANT_FUZZ:BOOL=ON$' "$build/CMakeCache.txt"; then
   CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -32,11 +33,9 @@ for source in fuzz/*_fuzzer.cpp; do
   scratch=$build/fuzz-scratch/$target artifacts=$build/fuzz-artifacts/$target log=$build/fuzz-logs/$target.log
   rm -rf "$scratch"
   mkdir -p "$scratch" "$artifacts" "$(dirname "$log")"
-  # -timeout: an input running 60 s is a hang (the slowest legitimate one, a codec whose first
-  # use solves a 256-level Lloyd-Max codebook, takes about 12 s under the sanitizers);
-  # -rss_limit_mb: 2 GB is far beyond what any input needs. The first corpus folder receives new
-  # inputs.
-  if "$build/fuzz/fuzz_$target" -max_total_time="$seconds" -timeout=60 -rss_limit_mb=2048 \
+  # The per-input limits: fuzz/limits.sh. The first corpus folder receives new inputs.
+  # shellcheck disable=SC2046  # the limits are several words
+  if "$build/fuzz/fuzz_$target" -max_total_time="$seconds" $(fuzz_limits "$target") \
       -print_final_stats=1 -artifact_prefix="$artifacts/" "$scratch" "fuzz/corpus/$target" >"$log" 2>&1; then
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
     echo "fuzz: $target: ${seconds}s, ${execs:-?} executions, no findings"
