@@ -103,14 +103,21 @@ class Codec {
   virtual bool fused_score() const { return false; }
   virtual bool fused_accumulate() const { return false; }
 
-  // A codec that stores vectors in an orthogonal basis of its own (a random rotation B: x = B^T y)
-  // can decode y = B x without the rotation. Inner products are the same in either basis, so
-  // attention over many queries (prefill) rotates the queries and its outputs once per row
-  // instead of every stored vector. to_basis maps n rows [n, dim] to B x in place, from_basis back.
+  // A codec that stores vectors in a basis of its own (a random rotation B: x = B^T y) can decode
+  // y = B x without going back. Attention over many queries (prefill) then maps the queries and
+  // its outputs once per row instead of every stored vector. to_basis maps n stored rows
+  // [n, dim] to B x in place, from_basis back; queries_to_basis maps query rows so that their
+  // products with to_basis(x) are their products with x: B^-T q, which is to_basis for an
+  // orthogonal B.
   virtual bool decodes_in_basis() const { return false; }
   virtual void decode_in_basis(const uint8_t* codes, size_t n, float* y) const { decode(codes, n, y); }
   virtual void to_basis(float* /*x*/, size_t /*n*/) const {}
   virtual void from_basis(float* /*x*/, size_t /*n*/) const {}
+  virtual void queries_to_basis(float* x, size_t n) const { to_basis(x, n); }
+  // A low-rank codec's decoded rows are zero past their first basis_width() columns in its basis:
+  // decode_in_basis writes only those (the others of each row are left as they were), and prefill
+  // multiplies only those.
+  virtual size_t basis_width() const { return dim(); }
 
   // Token selection (rabitq's nprobe): each query reads only some of the encoded tokens, as an
   // inverted-file index reads only the lists it probes; the others get no attention. select()

@@ -5,6 +5,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -68,6 +69,12 @@ void accumulate_read(const Codec& codec, const float* w, size_t rows, const uint
   }
   if (m) codec.accumulate(weights.data(), rows, gathered.data(), m, out);
 }
+
+// Consecutive stored tokens [first, first + count) whose rows are read in their first `width`
+// columns.
+struct Segment {
+  size_t first, count, width;
+};
 
 template <class Rows>  // KVCache::Impl::Rows, which is private
 void add_to(const Rows& q, size_t first, const float* p, size_t n) {
@@ -252,13 +259,30 @@ void KVCache::Impl::attend_decoded(size_t head, const Rows& q, float* out) const
   if (key_basis) {
     float* rotated = scratch(3, rows * d);
     std::copy_n(q.q, rows * d, rotated);
-    key_basis->to_basis(rotated, rows);
+    key_basis->queries_to_basis(rotated, rows);
     queries = rotated;
   }
   configure_blas();
   const auto ri = [](size_t x) { return static_cast<blasint>(x); };
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ri(rows), ri(visible), ri(d), 1.0f, queries, ri(d), k,
-              ri(d), 0.0f, p, ri(visible));
+  // The encoded tokens of a low-rank codec take only their basis_width() columns; the sinks and
+  // the fp16 tail every column.
+  const auto segments = [&](const Codec* basis, size_t encoded) {
+    const size_t width = basis ? basis->basis_width() : d;
+    std::array<Segment, 3> seg{Segment{0, sinks, d}, Segment{sinks, encoded, width},
+                               Segment{sinks + encoded, n - sinks - encoded, d}};
+    for (Segment& g : seg) g.count = g.first < visible ? std::min(g.count, visible - g.first) : 0;
+    return seg;
+  };
+  if (key_basis == nullptr || key_basis->basis_width() == d) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ri(rows), ri(visible), ri(d), 1.0f, queries, ri(d),
+                k, ri(d), 0.0f, p, ri(visible));
+  } else {
+    for (const Segment& g : segments(key_basis, keys[head].encoded)) {
+      if (g.count == 0) continue;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ri(rows), ri(g.count), ri(g.width), 1.0f, queries,
+                  ri(d), k + g.first * d, ri(d), 0.0f, p + g.first, ri(visible));
+    }
+  }
   exclude_unselected(head, q, p, visible);
   for (size_t r = 0; r < rows; ++r) {
     const size_t seen = n - q.nq + q.first_token + r / q.group + 1, lo = window_start(head, seen);
@@ -269,8 +293,17 @@ void KVCache::Impl::attend_decoded(size_t head, const Rows& q, float* out) const
     std::fill(row + seen, row + visible, 0.0f);
     if (q.observed(r)) add_to(q, 0, row, seen);
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ri(rows), ri(d), ri(visible), 1.0f, p,
-              ri(visible), v, ri(d), 0.0f, out, ri(d));
+  if (value_basis == nullptr || value_basis->basis_width() == d) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ri(rows), ri(d), ri(visible), 1.0f, p, ri(visible),
+                v, ri(d), 0.0f, out, ri(d));
+  } else {
+    std::fill_n(out, rows * d, 0.0f);
+    for (const Segment& g : segments(value_basis, values[head].encoded)) {
+      if (g.count == 0) continue;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ri(rows), ri(g.width), ri(g.count), 1.0f,
+                  p + g.first, ri(visible), v + g.first * d, ri(d), 1.0f, out, ri(d));
+    }
+  }
   if (value_basis) value_basis->from_basis(out, rows);
 }
 

@@ -205,6 +205,37 @@ TEST(Svdq, FusedScoreIsDecodeThenDot) {
   }
 }
 
+// Prefill's frame (core/latent_frame.h): a key is written there as its rank() latents only
+// (basis_width()); with the other columns zero, from_basis gives decode() and products with
+// queries_to_basis(q) are products with q. The default schedule drops the last three eighths.
+TEST(Svdq, PrefillFrameHoldsTheLatentsAndKeepsProducts) {
+  for (size_t d : {size_t{128}, size_t{80}}) {
+    const size_t n = 64, nq = 3;
+    const std::vector<float> keys = spectral_keys(n, d, 10.0, 0.9, 0.1, 7 + d);
+    const std::vector<float> q = spectral_keys(nq, d, 2.0, 0.97, 0.5, 9 + d);
+    const std::shared_ptr<const Codec> codec = codec_for_stream(SvdqKeyCodec(d, kDefault, 32), keys.data(),
+                                                                n);
+    ASSERT_TRUE(codec->decodes_in_basis());
+    const size_t width = codec->basis_width();
+    EXPECT_EQ(width, (5 * d + 7) / 8);
+    std::vector<uint8_t> codes(codec->code_bytes(n));
+    codec->encode(keys.data(), n, codes.data());
+    std::vector<float> natural(n * d), in_frame(n * d, 0.0f), q_frame = q;
+    codec->decode(codes.data(), n, natural.data());
+    codec->decode_in_basis(codes.data(), n, in_frame.data());
+    codec->queries_to_basis(q_frame.data(), nq);
+    for (size_t i = 0; i < nq; ++i)
+      for (size_t t = 0; t < n; ++t) {
+        const double want = test::dot(q.data() + i * d, natural.data() + t * d, d);
+        EXPECT_NEAR(test::dot(q_frame.data() + i * d, in_frame.data() + t * d, width), want,
+                    1e-4 * (1 + std::fabs(want)))
+            << "head_dim " << d << " query " << i << " token " << t;
+      }
+    codec->from_basis(in_frame.data(), n);
+    EXPECT_LT(test::relative_l2(in_frame, natural), 1e-5) << "head_dim " << d;
+  }
+}
+
 TEST(Svdq, CodeBytesMatchTheFormula) {
   struct Case {
     size_t d, group;

@@ -47,6 +47,9 @@ PaluCodec::PaluCodec(PaluConfig cfg, std::vector<float> basis) : PaluCodec(std::
   basis_t_.resize(basis_.size());
   for (size_t c = 0; c < cfg_.dim; ++c)
     for (size_t j = 0; j < cfg_.rank; ++j) basis_t_[j * cfg_.dim + c] = basis_[c * cfg_.rank + j];
+  std::vector<float> scaled(basis_t_);
+  for (float& v : scaled) v *= unit_;
+  frame_ = LatentFrame(scaled.data(), cfg_.dim, cfg_.rank);
 }
 
 std::vector<std::vector<uint8_t>> PaluCodec::fit_streams(const float* x, size_t n, size_t heads) const {
@@ -162,6 +165,17 @@ void PaluCodec::decode(const uint8_t* codes, size_t n, float* x) const {
     // x_t[c] = unit * (row c of B) . y_t
     simd::dot_f32_rows(y.data(), m, basis_.data(), d, r, x + t0 * d);
     for (size_t i = 0; i < m * d; ++i) x[t0 * d + i] *= unit_;
+  }
+}
+
+void PaluCodec::decode_in_basis(const uint8_t* codes, size_t n, float* y) const {
+  require_basis("decode", n);
+  const size_t d = cfg_.dim, r = cfg_.rank;
+  std::vector<float> latent(std::min(n, kChunk) * r);
+  for (size_t t0 = 0; t0 < n; t0 += kChunk) {
+    const size_t m = std::min(kChunk, n - t0);
+    latents(codes + t0 * token_bytes_, m, latent.data());
+    for (size_t t = 0; t < m; ++t) std::copy_n(latent.data() + t * r, r, y + (t0 + t) * d);
   }
 }
 

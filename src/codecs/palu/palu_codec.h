@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "core/latent_frame.h"
 #include "veloxquant/codec.h"
 
 namespace veloxquant::palu {
@@ -77,6 +78,16 @@ class PaluCodec final : public Codec {
   void score(const float* q, size_t nq, const uint8_t* codes, size_t n, float* scores) const override;
   void accumulate(const float* w, size_t nq, const uint8_t* codes, size_t n, float* out) const override;
 
+  // Prefill attends in the frame of unit() B completed to a basis (core/latent_frame.h), where a
+  // token is its latents followed by zeros: no product with B per stored token, and products over
+  // rank channels instead of dim.
+  bool decodes_in_basis() const override { return !frame_.empty(); }
+  void decode_in_basis(const uint8_t* codes, size_t n, float* y) const override;
+  void to_basis(float* x, size_t n) const override { frame_.to_frame(x, n); }
+  void from_basis(float* x, size_t n) const override { frame_.from_frame(x, n); }
+  void queries_to_basis(float* x, size_t n) const override { frame_.queries_to_frame(x, n); }
+  size_t basis_width() const override { return cfg_.rank; }
+
   // The layout, for tests and docs.
   const PaluConfig& config() const { return cfg_; }
   size_t token_bytes() const { return token_bytes_; }
@@ -103,6 +114,7 @@ class PaluCodec final : public Codec {
   float unit_ = 1;
   std::vector<float> basis_;   // B, [dim][rank]
   std::vector<float> basis_t_; // B^T, [rank][dim]
+  LatentFrame frame_;          // of unit() B; empty in the prototype
 };
 
 }  // namespace veloxquant::palu

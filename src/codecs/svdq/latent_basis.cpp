@@ -52,12 +52,13 @@ LatentBasis read_basis_state(const std::vector<uint8_t>& state, size_t dim, size
   }
   const Eigen::MatrixXd dual = v * gram.llt().solve(Eigen::MatrixXd::Identity(r, r));
   const float c = latent_scale(dim);
-  LatentBasis b{dim, rank, std::vector<float>(rank * dim), std::vector<float>(rank * dim)};
+  LatentBasis b{dim, rank, std::vector<float>(rank * dim), std::vector<float>(rank * dim), {}};
   for (Eigen::Index j = 0; j < r; ++j)
     for (Eigen::Index i = 0; i < d; ++i) {
       b.up[static_cast<size_t>(j * d + i)] = c * static_cast<float>(v(i, j));
       b.down[static_cast<size_t>(j * d + i)] = static_cast<float>(dual(i, j) / c);
     }
+  b.frame = LatentFrame(b.up.data(), dim, rank);
   return b;
 }
 

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/latent_frame.h"
+
 namespace veloxquant::svdq {
 
 // The state of one stream: principal_directions() (core/principal_basis.h) of the n keys at
@@ -27,6 +29,8 @@ struct LatentBasis {
   // are orthonormal only to fp16 precision; projecting with their dual makes decode(encode(x))
   // the exact orthogonal projection of x on their span (before quantization).
   std::vector<float> down;
+  // The up vectors completed to a basis, where a key is its latents then zeros (prefill).
+  LatentFrame frame;
 };
 
 // Reads a state fit_basis_state() wrote for `head`; throws Error naming the head and what is

@@ -65,15 +65,29 @@ void SvdqKeyCodec::encode(const float* x, size_t n, uint8_t* codes) const {
   }
 }
 
+void SvdqKeyCodec::block_latents(const uint8_t* codes, size_t blk, float* latents, float* tier) const {
+  for (const LatentTier& t : tiers_) {
+    t.codes->decode(codes + blk * block_bytes_ + t.offset, group_, tier);
+    for (size_t i = 0; i < group_; ++i)
+      std::copy_n(tier + i * t.count, t.count, latents + i * rank_ + t.first);
+  }
+}
+
+void SvdqKeyCodec::decode_in_basis(const uint8_t* codes, size_t n, float* y) const {
+  fitted();
+  std::vector<float> latents(group_ * rank_), tier(group_ * rank_);
+  for (size_t blk = 0; blk < n / group_; ++blk) {
+    block_latents(codes, blk, latents.data(), tier.data());
+    for (size_t i = 0; i < group_; ++i)
+      std::copy_n(latents.data() + i * rank_, rank_, y + (blk * group_ + i) * dim_);
+  }
+}
+
 void SvdqKeyCodec::decode(const uint8_t* codes, size_t n, float* x) const {
   const LatentBasis& b = fitted();
   std::vector<float> latents(group_ * rank_), tier(group_ * rank_);
   for (size_t blk = 0; blk < n / group_; ++blk) {
-    for (const LatentTier& t : tiers_) {
-      t.codes->decode(codes + blk * block_bytes_ + t.offset, group_, tier.data());
-      for (size_t i = 0; i < group_; ++i)
-        std::copy_n(tier.data() + i * t.count, t.count, latents.data() + i * rank_ + t.first);
-    }
+    block_latents(codes, blk, latents.data(), tier.data());
     float* xb = x + blk * group_ * dim_;
     std::fill_n(xb, group_ * dim_, 0.0f);
     simd::accumulate_f32_rows(latents.data(), group_, b.up.data(), rank_, dim_, xb);

@@ -64,6 +64,14 @@ class SvdqKeyCodec final : public Codec {
   // Refuses a stored grid KIVI's encode cannot write (a non-finite or negative step, a non-finite
   // minimum), naming the block and the latent channel.
   void check_codes(const uint8_t* codes, size_t n) const override;
+  // Prefill attends in the frame of the basis (core/latent_frame.h): a key is its rank() latents,
+  // read in rank() columns, the rest zero.
+  bool decodes_in_basis() const override { return basis_ != nullptr; }
+  void decode_in_basis(const uint8_t* codes, size_t n, float* y) const override;
+  void to_basis(float* x, size_t n) const override { fitted().frame.to_frame(x, n); }
+  void from_basis(float* x, size_t n) const override { fitted().frame.from_frame(x, n); }
+  void queries_to_basis(float* x, size_t n) const override { fitted().frame.queries_to_frame(x, n); }
+  size_t basis_width() const override { return rank_; }
   bool fused_score() const override { return true; }
   // Each query is projected once on the basis (q . c v_j), then scored against each tier's codes
   // by KIVI's key kernels: no key is reconstructed.
@@ -77,6 +85,8 @@ class SvdqKeyCodec final : public Codec {
 
  private:
   const LatentBasis& fitted() const;
+  // The latents of block blk's group_ tokens, [group_][rank_].
+  void block_latents(const uint8_t* codes, size_t blk, float* latents, float* tier) const;
   size_t dim_, group_, rank_ = 0, block_bytes_ = 0;
   Schedule schedule_;
   std::vector<LatentTier> tiers_;
