@@ -119,12 +119,15 @@ TEST(TurboQuantMse, NormIsKeptForNonUnitVectors) {
 
 // The rotated basis that prefill attends in: decode_in_basis then from_basis is decode bit for bit,
 // and inner products with to_basis(q) equal those with q (the rotation is orthogonal), for the
-// randomized Hadamard (64) and the dense rotation (80).
-TEST(TurboQuantMse, DecodingInTheRotatedBasisKeepsInnerProducts) {
-  for (size_t d : {size_t{64}, size_t{80}}) {
+// randomized Hadamard (64) and the dense rotation (80); turboquant_prod's sketch term included.
+TEST(TurboQuant, DecodingInTheRotatedBasisKeepsInnerProducts) {
+  for (size_t d : {size_t{64}, size_t{80}})
+    for (const bool prod : {false, true}) {
     const size_t n = 40;
     const std::vector<float> x = gaussian_rows(n, d, 4, false), q = gaussian_rows(1, d, 5, false);
-    const TurboQuantMseCodec codec(d, 4, 11);
+    const std::unique_ptr<Codec> owned = prod ? std::unique_ptr<Codec>(new TurboQuantProdCodec(d, 4, 11, 12))
+                                              : std::unique_ptr<Codec>(new TurboQuantMseCodec(d, 4, 11));
+    const Codec& codec = *owned;
     ASSERT_TRUE(codec.decodes_in_basis());
     std::vector<uint8_t> codes(codec.code_bytes(n));
     codec.encode(x.data(), n, codes.data());
@@ -140,10 +143,10 @@ TEST(TurboQuantMse, DecodingInTheRotatedBasisKeepsInnerProducts) {
         b += rotated_q[c] * static_cast<double>(in_basis[t * d + c]);
         scale += std::fabs(q[c] * static_cast<double>(natural[t * d + c]));
       }
-      EXPECT_NEAR(a, b, 1e-5 * scale) << "d " << d << " token " << t;
+      EXPECT_NEAR(a, b, 1e-5 * scale) << "d " << d << " prod " << prod << " token " << t;
     }
     codec.from_basis(in_basis.data(), n);
-    EXPECT_EQ(in_basis, natural) << "d " << d;
+    EXPECT_EQ(in_basis, natural) << "d " << d << " prod " << prod;
   }
 }
 

@@ -1,5 +1,7 @@
 #include "codecs/qjl/qjl_key_codec.h"
 
+#include <cblas.h>
+
 #include <algorithm>
 #include <cmath>
 #include <numbers>
@@ -7,6 +9,8 @@
 #include <string>
 
 #include "codecs/qjl/sign_sums.h"
+#include "core/bitpack.h"
+#include "core/blas.h"
 #include "core/rng.h"
 #include "core/simd.h"
 #include "veloxquant/error.h"
@@ -17,6 +21,9 @@ namespace {
 
 // E[<s, q> sign(<s, k>)] = sqrt(2/pi) <q, k> / ||k|| for s ~ N(0, I): this undoes that factor.
 const float kSqrtHalfPi = static_cast<float>(std::sqrt(std::numbers::pi / 2));
+
+// Tokens decoded per matrix product.
+constexpr size_t kDecodeRun = 256;
 
 void pack_signs(const float* v, size_t m, uint8_t* bits) {
   for (size_t b = 0; b < m / 8; ++b) {
@@ -160,44 +167,40 @@ void QjlKeyCodec::encode(const float* x, size_t n, uint8_t* codes) const {
     encode_block(x + b * block_ * cfg_.dim, codes + b * block_bytes());
 }
 
-void QjlKeyCodec::add_reconstruction(const uint8_t* bits, size_t m, float scale,
-                                     const std::vector<uint8_t>& keep, const float* totals,
-                                     float* out) const {
-  // <S[:m, c], signs> = 2 * (sum of S[i, c] over set bits) - sum_i S[i, c]; runs of four adjacent
-  // channels share each loaded byte of signs.
-  const size_t d = cfg_.dim, stride = cfg_.proj;
-  for (size_t c0 = 0; c0 < d;) {
-    if (!keep[c0]) {
-      ++c0;
-      continue;
-    }
-    size_t nu = 1;
-    while (nu < 4 && c0 + nu < d && keep[c0 + nu]) ++nu;
-    float masked[4];
-    const float one = 1;
-    qjl::weighted_masked_sums({bits, 0, 1, m, 0, &one, nullptr}, proj_t_.data() + c0 * stride, nullptr,
-                              nu, stride, masked);
-    for (size_t j = 0; j < nu; ++j) out[c0 + j] += scale * (2 * masked[j] - totals[c0 + j]);
-    c0 += nu;
-  }
-}
-
+// Decoding is a matrix product: the inlier sign bits of a run of tokens, as 0/1 floats, times S
+// give sum_{i set} S[i, c] for every channel at once (prefill decodes every cached key per chunk).
+// A block's few outlier channels take their own sketch's sums as dot products.
 void QjlKeyCodec::decode(const uint8_t* codes, size_t n, float* x) const {
   const size_t d = cfg_.dim, m = cfg_.proj, mo = cfg_.outlier_proj;
-  std::fill(x, x + n * d, 0.0f);
-  for (size_t b = 0; b < n / block_; ++b) {
-    const uint8_t* block = codes + b * block_bytes();
-    std::vector<uint8_t> inlier(d, 1), outlier(d, 0);
-    for (uint32_t c : read_outliers(block)) inlier[c] = 0, outlier[c] = 1;
-    const uint8_t* rec = block + header_bytes();
-    for (size_t t = 0; t < block_; ++t, rec += token_bytes()) {
-      float* out = x + (b * block_ + t) * d;
-      const uint8_t* norms = rec + m / 8 + (split_ ? mo / 8 : 0);
-      add_reconstruction(rec, m, norm_in_ * kSqrtHalfPi / float(m) * f16_to_f32(load_u16(norms)), inlier,
-                         col_total_.data(), out);
-      if (split_)
-        add_reconstruction(rec + m / 8, mo, norm_out_ * kSqrtHalfPi / float(mo) * f16_to_f32(load_u16(norms + 2)),
-                           outlier, col_total_out_.data(), out);
+  const size_t run = block_ * std::max<size_t>(1, kDecodeRun / block_);
+  std::vector<float> bits(std::min(n, run) * m), sums(std::min(n, run) * d), out_bits(split_ ? mo : 0);
+  configure_blas();
+  for (size_t t0 = 0; t0 < n; t0 += run) {
+    const size_t rows = std::min(run, n - t0);
+    const uint8_t* first = codes + t0 / block_ * block_bytes();
+    for (size_t t = 0; t < rows; ++t) {
+      const uint8_t* rec = first + t / block_ * block_bytes() + header_bytes() + t % block_ * token_bytes();
+      unpack_bits_f32(rec, m, 1, bits.data() + t * m);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(rows), static_cast<blasint>(d),
+                static_cast<blasint>(m), 1.0f, bits.data(), static_cast<blasint>(m), proj_t_.data(),
+                static_cast<blasint>(m), 0.0f, sums.data(), static_cast<blasint>(d));
+    for (size_t b = 0; b < rows / block_; ++b) {
+      const uint8_t* block = first + b * block_bytes();
+      const std::vector<uint32_t> outliers = read_outliers(block);
+      const uint8_t* rec = block + header_bytes();
+      for (size_t j = 0; j < block_; ++j, rec += token_bytes()) {
+        const size_t t = b * block_ + j;
+        const uint8_t* norms = rec + m / 8 + (split_ ? mo / 8 : 0);
+        const float scale = norm_in_ * kSqrtHalfPi / float(m) * f16_to_f32(load_u16(norms));
+        float* row = x + (t0 + t) * d;
+        for (size_t c = 0; c < d; ++c) row[c] = scale * (2 * sums[t * d + c] - col_total_[c]);
+        if (!split_) continue;
+        const float scale_out = norm_out_ * kSqrtHalfPi / float(mo) * f16_to_f32(load_u16(norms + 2));
+        unpack_bits_f32(rec + m / 8, mo, 1, out_bits.data());
+        for (const uint32_t c : outliers)
+          row[c] = scale_out * (2 * simd::dot(out_bits.data(), proj_t_.data() + c * m, mo) - col_total_out_[c]);
+      }
     }
   }
 }

@@ -63,10 +63,6 @@ class QjlKeyCodec final : public Codec {
   size_t outlier_channel(const uint8_t* block, size_t j) const;  // j-th index of the header
   std::vector<uint32_t> read_outliers(const uint8_t* block) const;
   void encode_block(const float* x, uint8_t* block) const;
-  // Adds scale * sum_{i < m} sign_i S[i, c] to out[c] for the channels c with keep[c] set;
-  // totals[c] = sum_{i < m} S[i, c].
-  void add_reconstruction(const uint8_t* bits, size_t m, float scale, const std::vector<uint8_t>& keep,
-                          const float* totals, float* out) const;
 
   QjlKeyConfig cfg_;
   size_t block_ = 1;        // tokens per block: `group` with outliers, 1 without

@@ -1,5 +1,6 @@
 #include "codecs/turboquant/turboquant_prod_codec.h"
 
+#include <cblas.h>
 #include <fmt/format.h>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 #include "codecs/turboquant/nearest_level.h"
 #include "codecs/turboquant/rotated_table_codec.h"
 #include "core/bitpack.h"
+#include "core/blas.h"
 #include "core/rng.h"
 #include "core/simd.h"
 #include "veloxquant/error.h"
@@ -16,6 +18,7 @@
 namespace veloxquant::turboquant {
 namespace {
 constexpr size_t kHeader = 2 * sizeof(float);  // norm, residual norm
+constexpr size_t kDecodeRun = 256;              // tokens per sketch product
 
 float read_f32(const uint8_t* p) {
   float v;
@@ -99,21 +102,34 @@ void TurboQuantProdCodec::check_codes(const uint8_t* codes, size_t n) const {
   }
 }
 
-void TurboQuantProdCodec::decode(const uint8_t* codes, size_t n, float* x) const {
-  std::vector<uint8_t> idx(dim_, 0), signs(dim_);
-  std::vector<float> z(dim_);
-  for (size_t t = 0; t < n; ++t) {
-    const uint8_t* rec = codes + t * stride_;
-    const float norm = read_f32(rec), rho = read_f32(rec + sizeof(float));
-    if (mse_bits_) unpack_bits(rec + kHeader, dim_, mse_bits_, idx.data());
-    unpack_bits(rec + kHeader + mse_bytes_, dim_, 1, signs.data());
-    float* row = x + t * dim_;
-    for (size_t c = 0; c < dim_; ++c) row[c] = norm * codebook_.value(idx[c]);
-    const float k = qjl_factor_ * rho;
-    for (size_t j = 0; j < dim_; ++j) z[j] = signs[j] ? k : -k;
-    sketch_transpose(z.data(), row);
-    rotation_.inverse(row);
+// In the rotated basis a token is ||x|| y_mse + sqrt(pi/2)/dim rho S^T z. The sketch terms of a
+// run of tokens are one matrix product, Z S with z scaled per token (prefill decodes every cached
+// token per chunk).
+void TurboQuantProdCodec::decode_in_basis(const uint8_t* codes, size_t n, float* y) const {
+  std::vector<uint8_t> idx(dim_, 0);
+  std::vector<float> z(std::min(n, kDecodeRun) * dim_);
+  configure_blas();
+  for (size_t t0 = 0; t0 < n; t0 += kDecodeRun) {
+    const size_t rows = std::min(kDecodeRun, n - t0);
+    for (size_t t = 0; t < rows; ++t) {
+      const uint8_t* rec = codes + (t0 + t) * stride_;
+      const float norm = read_f32(rec), k = qjl_factor_ * read_f32(rec + sizeof(float));
+      if (mse_bits_) unpack_bits(rec + kHeader, dim_, mse_bits_, idx.data());
+      float* row = y + (t0 + t) * dim_;
+      for (size_t c = 0; c < dim_; ++c) row[c] = norm * codebook_.value(idx[c]);
+      float* zt = z.data() + t * dim_;
+      unpack_bits_f32(rec + kHeader + mse_bytes_, dim_, 1, zt);
+      for (size_t j = 0; j < dim_; ++j) zt[j] = k * (2 * zt[j] - 1);
+    }
+    const auto d = static_cast<blasint>(dim_);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(rows), d, d, 1.0f, z.data(), d,
+                sketch_.data(), d, 1.0f, y + t0 * dim_, d);
   }
+}
+
+void TurboQuantProdCodec::decode(const uint8_t* codes, size_t n, float* x) const {
+  decode_in_basis(codes, n, x);
+  rotation_.inverse(x, n);
 }
 
 // q . x = ||x|| (R q) . y_mse + sqrt(pi/2)/dim * rho * (S R q) . z: per call the queries are

@@ -32,6 +32,11 @@ class TurboQuantProdCodec final : public Codec {
   size_t state_bytes() const override;
   void encode(const float* x, size_t n, uint8_t* codes) const override;
   void decode(const uint8_t* codes, size_t n, float* x) const override;
+  // Prefill attends in the rotated basis, where no token is rotated back.
+  bool decodes_in_basis() const override { return true; }
+  void decode_in_basis(const uint8_t* codes, size_t n, float* y) const override;
+  void to_basis(float* x, size_t n) const override { rotation_.forward(x, n); }
+  void from_basis(float* x, size_t n) const override { rotation_.inverse(x, n); }
   // Refuses a norm or residual norm that is negative, infinite or NaN.
   void check_codes(const uint8_t* codes, size_t n) const override;
   bool fused_score() const override { return true; }
