@@ -16,7 +16,8 @@
    times. Ours fills the context once per call (--fill-once) and records the rate of that fill,
    a prefill of the whole context; llama-bench refills it for every repetition. At the longest
    context, every spec of --bandwidth-specs (the 2-4-bit caches with fused attention) runs too.
-   Calls go in a random order fixed by --seed.
+   Calls go in a random order fixed by --seed. With --rounds K every call runs K times, each round
+   in its own order, and each figure is the median over the rounds (a fill is one sample a call).
 5. Bytes read per generated token = what the KV cache stores + the weights a token reads (every
    matrix, one row of the token embedding), from the file's tensor table. Effective bandwidth =
    bytes per token x tokens/s, set against the triad at the same thread count.
@@ -85,7 +86,7 @@ def memory_bandwidth(threads: int) -> list[dict]:
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
-def calls_of(a) -> list[dict]:
+def calls_of(a, seed: int) -> list[dict]:
     calls = []
     common = ["-m", str(a.model), "-p", "0", "-n", str(a.gen), "-t", str(a.threads)]
     for ctx in a.contexts:
@@ -100,7 +101,7 @@ def calls_of(a) -> list[dict]:
                           "cmd": ["build/bench/veloxquant_bench_runtime", *common, "-r", str(a.reps),
                                   "-d", str(ctx), "--kv", spec,
                                   "--fill-once", "--tg-warmup", "2"]})
-    random.Random(a.seed).shuffle(calls)
+    random.Random(seed).shuffle(calls)
     return calls
 
 
@@ -131,11 +132,18 @@ def summarize(r: dict) -> list[dict]:
     triad = bandwidth(r)[r["settings"]["threads"]]["triad_gb_per_s"]
     f = FIXTURE
     fp16_per_token = f["layers"] * f["kv_heads"] * f["head_dim"] * 2 * 2
+    # One row per engine, cache and context: the medians over its calls (one per round).
+    groups: dict[tuple, list[dict]] = {}
     for c in r["calls"]:
-        if c.get("error"):
-            rows.append({**{k: c[k] for k in ("engine", "kv", "context")}, "error": c["error"]})
+        groups.setdefault((c["engine"], c["kv"], c["context"]), []).append(c)
+    for (engine, kv_name, context), cs in groups.items():
+        ok = [c for c in cs if not c.get("error")]
+        if not ok:
+            rows.append({"engine": engine, "kv": kv_name, "context": context, "error": cs[0]["error"]})
             continue
-        ts = statistics.median(c["samples_ts"])
+        c = ok[0]
+        ts = statistics.median(s for x in ok for s in x["samples_ts"])
+        fills = [x["fill_tokens_per_s"] for x in ok if x.get("fill_tokens_per_s")]
         if c["engine"] == "ours":
             kv = c["kv_bytes"]
         else:
@@ -144,7 +152,8 @@ def summarize(r: dict) -> list[dict]:
         gbs = per_token * ts / 1e9
         rows.append({"engine": c["engine"], "kv": c["kv"], "context": c["context"], "tokens_per_s": ts,
                      "kv_bytes": kv, "bytes_per_token": per_token, "gb_per_s": gbs,
-                     "of_triad": gbs / triad, "fill_tokens_per_s": c.get("fill_tokens_per_s")})
+                     "of_triad": gbs / triad, "calls": len(ok),
+                     "fill_tokens_per_s": statistics.median(fills) if fills else None})
     return rows
 
 
@@ -158,6 +167,8 @@ def find(rows, engine, kv, ctx):
 def render_md(r: dict) -> str:
     st, m = r["settings"], r["machine"]
     rows = summarize(r)
+    rounds = st.get("rounds", 1)
+    of_rounds = f", each median over {rounds} rounds of calls" if rounds > 1 else ""
     triad = bandwidth(r)
     started = dt.datetime.fromisoformat(r["started_utc"])
     finished = dt.datetime.fromisoformat(r["finished_utc"])
@@ -175,8 +186,8 @@ def render_md(r: dict) -> str:
         f" {f['head_dim']}, {f['layers']} layers, SwiGLU width {f['ffn']}; a decode step reads"
         f" {r['weight_bytes_per_token'] / 1e6:.1f} MB of weights.",
         f"- Decode: {st['gen']} single-token steps after the cache holds the context, median of {st['reps']}"
-        f" repetitions (llama.cpp: {st['llama_reps']}). llama.cpp: `llama-bench` (flash attention on)"
-        " from the llama-cpp-python sdist"
+        f" repetitions (llama.cpp: {st['llama_reps']}){of_rounds}. llama.cpp: `llama-bench`"
+        " (flash attention on) from the llama-cpp-python sdist"
         " (`bench/llamacpp/build_llama_bench.sh`), which refills the context before each repetition; ours:"
         " `veloxquant_bench_runtime --fill-once` (the repetitions follow one another after one fill).",
         "- Memory bandwidth (`veloxquant_bench_memory` before every call, best of 10 each time, arrays"
@@ -215,7 +226,9 @@ def render_md(r: dict) -> str:
                   f" {x['bytes_per_token'] / 1e6:.1f} |"
                   f" {x['tokens_per_s']:.1f} | {x['gb_per_s']:.1f} | {100 * x['of_triad']:.0f} % |"
                   f" {f'{fill:.0f}' if fill else '-'} | {vs} |")
-    md += ["", "## Prefill by context (ours: the rate of the fill, one prompt of the whole context)", "",
+    fills_of = f"; median of {rounds} fills, one per round" if rounds > 1 else ""
+    md += ["", "## Prefill by context (ours: the rate of the fill, one prompt of the whole context"
+           f"{fills_of})", "",
            "| context | " + " | ".join(f"`{s}`" for s in st["specs"]) + " | " +
            " | ".join(f"`{s}` vs fp16" for s in st["specs"] if s != "fp16") + " |",
            "| ---: | " + " | ".join("---:" for _ in st["specs"]) + " | " +
@@ -241,6 +254,8 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--gen", type=int, default=32, help="single-token steps per repetition")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="times every call runs, each round in its own random order (fills: one per call)")
     ap.add_argument("--llama-reps", type=int, default=3,
                     help="llama-bench's repetitions (each refills the context)")
     ap.add_argument("--specs", nargs="+", default=MAIN_SPECS, help="our caches at every context")
@@ -264,7 +279,7 @@ def main() -> int:
     a.llama, a.model = (Path(os.path.relpath(p.resolve(), ROOT)) for p in (a.llama, a.model))
     build(a)
     regen = " ".join([".venv/bin/python bench/long_context.py"] + [shlex.quote(x) for x in sys.argv[1:]])
-    names = ("contexts", "threads", "gen", "reps", "llama_reps", "specs", "bandwidth_specs",
+    names = ("contexts", "threads", "gen", "reps", "rounds", "llama_reps", "specs", "bandwidth_specs",
              "llama_types", "seed")
     r = {"settings": {k: getattr(a, k) for k in names},
          "fixture": FIXTURE, "model": str(a.model), "machine": machine(), "regenerate": regen,
@@ -273,11 +288,12 @@ def main() -> int:
     r["weight_bytes_per_token"] = weight_bytes_per_token(a.model)
     r["memory"] = []
     r["calls"] = []
-    calls = calls_of(a)
+    calls = [c | {"round": k} for k in range(a.rounds) for c in calls_of(a, a.seed + k)]
     for i, call in enumerate(calls):
         r["memory"] += memory_bandwidth(a.threads)
         rc, so, se = run_call(call["cmd"], a.timeout)
-        rec = {k: call[k] for k in ("engine", "kv", "context")} | {"command": shlex.join(call["cmd"])}
+        rec = {k: call[k] for k in ("engine", "kv", "context", "round")}
+        rec["command"] = shlex.join(call["cmd"])
         try:
             if rc != 0:
                 raise ValueError(f"exit {rc}: {(se or so).strip().splitlines()[-1:]}")
