@@ -123,31 +123,32 @@ TEST(TurboQuantMse, NormIsKeptForNonUnitVectors) {
 TEST(TurboQuant, DecodingInTheRotatedBasisKeepsInnerProducts) {
   for (size_t d : {size_t{64}, size_t{80}})
     for (const bool prod : {false, true}) {
-    const size_t n = 40;
-    const std::vector<float> x = gaussian_rows(n, d, 4, false), q = gaussian_rows(1, d, 5, false);
-    const std::unique_ptr<Codec> owned = prod ? std::unique_ptr<Codec>(new TurboQuantProdCodec(d, 4, 11, 12))
-                                              : std::unique_ptr<Codec>(new TurboQuantMseCodec(d, 4, 11));
-    const Codec& codec = *owned;
-    ASSERT_TRUE(codec.decodes_in_basis());
-    std::vector<uint8_t> codes(codec.code_bytes(n));
-    codec.encode(x.data(), n, codes.data());
-    std::vector<float> natural(n * d), in_basis(n * d);
-    codec.decode(codes.data(), n, natural.data());
-    codec.decode_in_basis(codes.data(), n, in_basis.data());
-    std::vector<float> rotated_q = q;
-    codec.to_basis(rotated_q.data(), 1);
-    for (size_t t = 0; t < n; ++t) {
-      double a = 0, b = 0, scale = 0;
-      for (size_t c = 0; c < d; ++c) {
-        a += q[c] * static_cast<double>(natural[t * d + c]);
-        b += rotated_q[c] * static_cast<double>(in_basis[t * d + c]);
-        scale += std::fabs(q[c] * static_cast<double>(natural[t * d + c]));
+      const size_t n = 40;
+      const std::vector<float> x = gaussian_rows(n, d, 4, false), q = gaussian_rows(1, d, 5, false);
+      const std::unique_ptr<Codec> owned = prod
+                                               ? std::unique_ptr<Codec>(new TurboQuantProdCodec(d, 4, 11, 12))
+                                               : std::unique_ptr<Codec>(new TurboQuantMseCodec(d, 4, 11));
+      const Codec& codec = *owned;
+      ASSERT_TRUE(codec.decodes_in_basis());
+      std::vector<uint8_t> codes(codec.code_bytes(n));
+      codec.encode(x.data(), n, codes.data());
+      std::vector<float> natural(n * d), in_basis(n * d);
+      codec.decode(codes.data(), n, natural.data());
+      codec.decode_in_basis(codes.data(), n, in_basis.data());
+      std::vector<float> rotated_q = q;
+      codec.to_basis(rotated_q.data(), 1);
+      for (size_t t = 0; t < n; ++t) {
+        double a = 0, b = 0, scale = 0;
+        for (size_t c = 0; c < d; ++c) {
+          a += q[c] * static_cast<double>(natural[t * d + c]);
+          b += rotated_q[c] * static_cast<double>(in_basis[t * d + c]);
+          scale += std::fabs(q[c] * static_cast<double>(natural[t * d + c]));
+        }
+        EXPECT_NEAR(a, b, 1e-5 * scale) << "d " << d << " prod " << prod << " token " << t;
       }
-      EXPECT_NEAR(a, b, 1e-5 * scale) << "d " << d << " prod " << prod << " token " << t;
+      codec.from_basis(in_basis.data(), n);
+      EXPECT_EQ(in_basis, natural) << "d " << d << " prod " << prod;
     }
-    codec.from_basis(in_basis.data(), n);
-    EXPECT_EQ(in_basis, natural) << "d " << d << " prod " << prod;
-  }
 }
 
 // The MSE quantizer's inner products are biased: at 1 bit E[<x, Q^-1(Q(x))>] = 2/pi for unit x,

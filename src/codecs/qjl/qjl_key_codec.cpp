@@ -199,7 +199,8 @@ void QjlKeyCodec::decode(const uint8_t* codes, size_t n, float* x) const {
         const float scale_out = norm_out_ * kSqrtHalfPi / float(mo) * f16_to_f32(load_u16(norms + 2));
         unpack_bits_f32(rec + m / 8, mo, 1, out_bits.data());
         for (const uint32_t c : outliers)
-          row[c] = scale_out * (2 * simd::dot(out_bits.data(), proj_t_.data() + c * m, mo) - col_total_out_[c]);
+          row[c] = scale_out *
+                   (2 * simd::dot(out_bits.data(), proj_t_.data() + c * m, mo) - col_total_out_[c]);
       }
     }
   }

@@ -18,7 +18,7 @@
 namespace veloxquant::turboquant {
 namespace {
 constexpr size_t kHeader = 2 * sizeof(float);  // norm, residual norm
-constexpr size_t kDecodeRun = 256;              // tokens per sketch product
+constexpr size_t kDecodeRun = 256;             // tokens per sketch product
 
 float read_f32(const uint8_t* p) {
   float v;
@@ -122,8 +122,8 @@ void TurboQuantProdCodec::decode_in_basis(const uint8_t* codes, size_t n, float*
       for (size_t j = 0; j < dim_; ++j) zt[j] = k * (2 * zt[j] - 1);
     }
     const auto d = static_cast<blasint>(dim_);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(rows), d, d, 1.0f, z.data(), d,
-                sketch_.data(), d, 1.0f, y + t0 * dim_, d);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(rows), d, d, 1.0f, z.data(),
+                d, sketch_.data(), d, 1.0f, y + t0 * dim_, d);
   }
 }
 
