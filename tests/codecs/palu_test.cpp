@@ -18,7 +18,6 @@
 #include "core/rng.h"
 #include "core/rotation.h"
 #include "eval/synthetic_kv.h"
-#include "test_data.h"
 #include "veloxquant/cache.h"
 #include "veloxquant/error.h"
 #include "veloxquant/method.h"
@@ -239,39 +238,24 @@ TEST(Palu, LatentAttentionEqualsDecodeThenCompute) {
   }
 }
 
-// Prefill's frame: a token decodes there to its latents (times unit()) in the first rank columns,
-// which are all that basis_width() says it writes; with the rest zero, from_basis gives decode()
-// and products with queries_to_basis(q) are products with q.
+// Prefill's frame: a token decodes there to its latents (in units of unit()) in the first rank
+// columns, all that basis_width() says it writes, and keeps its products with the queries.
 TEST(Palu, PrefillFrameHoldsTheLatentsAndKeepsProducts) {
   for (const size_t d : {128, 80}) {
     const size_t n = 200, nq = 3;
     const SyntheticKV w = make_synthetic_kv(n, 1, d, nq, 1, d);
     const auto proto = key_codec("palu", 1, d);
     const auto codec = proto->with_states(proto->fit_streams(w.keys.data(), n, 1), 0);
-    const PaluCodec& palu = as_palu(*codec);
-    const size_t r = palu.config().rank;
+    const size_t r = as_palu(*codec).config().rank;
     ASSERT_TRUE(codec->decodes_in_basis());
     ASSERT_EQ(codec->basis_width(), r);
     std::vector<uint8_t> codes(codec->code_bytes(n));
     codec->encode(w.keys.data(), n, codes.data());
-    std::vector<float> natural(n * d), in_frame(n * d, 0.0f), latents(n * r);
-    codec->decode(codes.data(), n, natural.data());
-    codec->decode_in_basis(codes.data(), n, in_frame.data());
-    palu.latents(codes.data(), n, latents.data());
+    const std::vector<float> in_frame = test::expect_frame_keeps_products(*codec, w.queries, nq, codes, n);
+    std::vector<float> latents(n * r);
+    as_palu(*codec).latents(codes.data(), n, latents.data());
     for (size_t t = 0; t < n; ++t)
       for (size_t j = 0; j < r; ++j) ASSERT_EQ(in_frame[t * d + j], latents[t * r + j]) << "token " << t;
-    std::vector<float> q(w.queries.begin(), w.queries.begin() + static_cast<std::ptrdiff_t>(nq * d));
-    std::vector<float> q_frame = q;
-    codec->queries_to_basis(q_frame.data(), nq);
-    for (size_t i = 0; i < nq; ++i)
-      for (size_t t = 0; t < n; ++t) {
-        const double want = test::dot(q.data() + i * d, natural.data() + t * d, d);
-        EXPECT_NEAR(test::dot(q_frame.data() + i * d, in_frame.data() + t * d, d), want,
-                    1e-4 * (1 + std::fabs(want)))
-            << "head_dim " << d << " query " << i << " token " << t;
-      }
-    codec->from_basis(in_frame.data(), n);
-    EXPECT_LT(test::relative_l2(in_frame, natural), 1e-5) << "head_dim " << d;
   }
 }
 

@@ -206,8 +206,8 @@ TEST(Svdq, FusedScoreIsDecodeThenDot) {
 }
 
 // Prefill's frame (core/latent_frame.h): a key is written there as its rank() latents only
-// (basis_width()); with the other columns zero, from_basis gives decode() and products with
-// queries_to_basis(q) are products with q. The default schedule drops the last three eighths.
+// (basis_width(); the default schedule drops the last three eighths) and keeps its products with
+// the queries.
 TEST(Svdq, PrefillFrameHoldsTheLatentsAndKeepsProducts) {
   for (size_t d : {size_t{128}, size_t{80}}) {
     const size_t n = 64, nq = 3;
@@ -216,23 +216,10 @@ TEST(Svdq, PrefillFrameHoldsTheLatentsAndKeepsProducts) {
     const std::shared_ptr<const Codec> codec = codec_for_stream(SvdqKeyCodec(d, kDefault, 32), keys.data(),
                                                                 n);
     ASSERT_TRUE(codec->decodes_in_basis());
-    const size_t width = codec->basis_width();
-    EXPECT_EQ(width, (5 * d + 7) / 8);
+    EXPECT_EQ(codec->basis_width(), (5 * d + 7) / 8);
     std::vector<uint8_t> codes(codec->code_bytes(n));
     codec->encode(keys.data(), n, codes.data());
-    std::vector<float> natural(n * d), in_frame(n * d, 0.0f), q_frame = q;
-    codec->decode(codes.data(), n, natural.data());
-    codec->decode_in_basis(codes.data(), n, in_frame.data());
-    codec->queries_to_basis(q_frame.data(), nq);
-    for (size_t i = 0; i < nq; ++i)
-      for (size_t t = 0; t < n; ++t) {
-        const double want = test::dot(q.data() + i * d, natural.data() + t * d, d);
-        EXPECT_NEAR(test::dot(q_frame.data() + i * d, in_frame.data() + t * d, width), want,
-                    1e-4 * (1 + std::fabs(want)))
-            << "head_dim " << d << " query " << i << " token " << t;
-      }
-    codec->from_basis(in_frame.data(), n);
-    EXPECT_LT(test::relative_l2(in_frame, natural), 1e-5) << "head_dim " << d;
+    test::expect_frame_keeps_products(*codec, q, nq, codes, n);
   }
 }
 

@@ -140,8 +140,9 @@ void PaluCodec::encode(const float* x, size_t n, uint8_t* codes) const {
   }
 }
 
-void PaluCodec::latents(const uint8_t* codes, size_t n, float* y) const {
+void PaluCodec::latents(const uint8_t* codes, size_t n, float* y, size_t stride) const {
   const size_t r = cfg_.rank;
+  if (stride == 0) stride = r;
   std::vector<uint8_t> q(r);
   for (size_t t = 0; t < n; ++t) {
     const uint8_t* rec = codes + t * token_bytes_;
@@ -149,7 +150,7 @@ void PaluCodec::latents(const uint8_t* codes, size_t n, float* y) const {
       const float mn = f16_to_f32(load_half(rec + p.grid_offset));
       const float step = f16_to_f32(load_half(rec + p.grid_offset + 2));
       unpack_bits(rec + p.code_offset, p.count, p.bits, q.data());
-      float* out = y + t * r + p.first;
+      float* out = y + t * stride + p.first;
       for (size_t j = 0; j < p.count; ++j) out[j] = mn + step * static_cast<float>(q[j]);
     }
   }
@@ -170,13 +171,7 @@ void PaluCodec::decode(const uint8_t* codes, size_t n, float* x) const {
 
 void PaluCodec::decode_in_basis(const uint8_t* codes, size_t n, float* y) const {
   require_basis("decode", n);
-  const size_t d = cfg_.dim, r = cfg_.rank;
-  std::vector<float> latent(std::min(n, kChunk) * r);
-  for (size_t t0 = 0; t0 < n; t0 += kChunk) {
-    const size_t m = std::min(kChunk, n - t0);
-    latents(codes + t0 * token_bytes_, m, latent.data());
-    for (size_t t = 0; t < m; ++t) std::copy_n(latent.data() + t * r, r, y + (t0 + t) * d);
-  }
+  latents(codes, n, y, cfg_.dim);
 }
 
 void PaluCodec::score(const float* q, size_t nq, const uint8_t* codes, size_t n, float* scores) const {

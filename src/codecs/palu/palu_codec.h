@@ -92,8 +92,9 @@ class PaluCodec final : public Codec {
   const PaluConfig& config() const { return cfg_; }
   size_t token_bytes() const { return token_bytes_; }
   float unit() const { return unit_; }
-  // Latents of n tokens, dequantized, in units of unit(): [n][rank].
-  void latents(const uint8_t* codes, size_t n, float* y) const;
+  // Latents of n tokens, dequantized, in units of unit(): token t's at y + t * stride (rank when
+  // stride is 0), the other entries of a row of more than rank untouched.
+  void latents(const uint8_t* codes, size_t n, float* y, size_t stride = 0) const;
   // The fitted basis ([dim][rank], as stored); empty in the prototype.
   const std::vector<float>& basis() const { return basis_; }
 
