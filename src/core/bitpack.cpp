@@ -1,22 +1,56 @@
 #include "core/bitpack.h"
 
+#include <hwy/highway.h>
+
+#include <cmath>
 #include <cstring>
 
 namespace veloxquant {
+namespace hn = hwy::HWY_NAMESPACE;
 namespace {
 
-template <unsigned B>
-void unpack_whole_bytes_f32(const uint8_t* in, size_t n, float* out) {
-  constexpr unsigned K = 8 / B, mask = (1u << B) - 1u;
-  for (size_t i = 0; i < n / K; ++i) {
-    const unsigned byte = in[i];
-    for (unsigned k = 0; k < K; ++k) out[i * K + k] = static_cast<float>((byte >> (B * k)) & mask);
+// B = 1, 2, 4 or 8 bits: emit(i, v) with the codes [i, i + N) as 32-bit lanes, for every whole
+// vector of N codes; returns the codes emitted. Below 8 bits a vector's codes span at most 64 bits
+// (512-bit vectors of 4-bit codes), read as one scalar and spread over the lanes: lane i takes
+// 32-bit word i*B/32, shifted right by i*B mod 32 and masked. (Going through a buffer in memory
+// instead stalls every vector: a wide load does not forward from the narrower store before it.)
+template <unsigned B, class D, class Emit>
+size_t for_code_vectors(D du, const uint8_t* in, size_t n, Emit emit) {
+  const hn::Repartition<uint64_t, D> dw;
+  const size_t N = hn::Lanes(du), bytes = N * B / 8;
+  if (N * B % 8 != 0 || (B < 8 && bytes > sizeof(uint64_t))) return 0;
+  const auto lane = hn::Iota(du, 0);
+  const auto index = hn::IndicesFromVec(du, hn::ShiftRight<5>(hn::Mul(lane, hn::Set(du, B))));
+  const auto shift = hn::And(hn::Mul(lane, hn::Set(du, B)), hn::Set(du, 31));
+  const auto mask = hn::Set(du, (1u << B) - 1u);
+  size_t i = 0;
+  for (; i + N <= n; i += N, in += bytes) {
+    if constexpr (B == 8) {
+      emit(i, hn::PromoteTo(du, hn::LoadU(hn::Rebind<uint8_t, D>(), in)));
+    } else {
+      uint64_t word = 0;
+      std::memcpy(&word, in, bytes);
+      const auto spread = hn::TableLookupLanes(hn::BitCast(du, hn::Set(dw, word)), index);
+      emit(i, hn::And(spread >> shift, mask));
+    }
+  }
+  return i;
+}
+
+template <class D, class Emit>
+size_t for_code_vectors(D du, const uint8_t* in, size_t n, unsigned bits, Emit emit) {
+  switch (bits) {
+    case 1: return for_code_vectors<1>(du, in, n, emit);
+    case 2: return for_code_vectors<2>(du, in, n, emit);
+    case 4: return for_code_vectors<4>(du, in, n, emit);
+    case 8: return for_code_vectors<8>(du, in, n, emit);
+    default: return 0;
   }
 }
 
-// Any width, code by code through an accumulator.
-template <typename T>
-void unpack_stream(const uint8_t* packed, size_t n, unsigned bits, T* out) {
+// Any width, code by code through an accumulator: put(i, code) for each.
+template <typename Put>
+void unpack_stream(const uint8_t* packed, size_t n, unsigned bits, Put put) {
   const uint32_t mask = (1u << bits) - 1u;
   uint32_t acc = 0;
   unsigned avail = 0;
@@ -26,7 +60,7 @@ void unpack_stream(const uint8_t* packed, size_t n, unsigned bits, T* out) {
       acc |= static_cast<uint32_t>(packed[in++]) << avail;
       avail += 8;
     }
-    out[i] = static_cast<T>(acc & mask);
+    put(i, acc & mask);
     acc >>= bits;
     avail -= bits;
   }
@@ -63,20 +97,33 @@ void unpack_bits(const uint8_t* packed, size_t n, unsigned bits, uint8_t* codes)
     std::memcpy(codes, packed, n);
     return;
   }
-  unpack_stream(packed, n, bits, codes);
+  const hn::ScalableTag<int32_t> di;
+  const hn::RebindToUnsigned<decltype(di)> du;
+  const size_t done = for_code_vectors(du, packed, n, bits, [&](size_t i, auto v) {
+    hn::StoreU(hn::DemoteTo(hn::Rebind<uint8_t, decltype(di)>(), hn::BitCast(di, v)),
+               hn::Rebind<uint8_t, decltype(di)>(), codes + i);
+  });
+  unpack_stream(packed + done * bits / 8, n - done, bits,
+                [&](size_t i, uint32_t code) { codes[done + i] = static_cast<uint8_t>(code); });
+}
+
+void unpack_affine_f32(const uint8_t* packed, size_t n, unsigned bits, float min, float step, float* out) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const auto vmin = hn::Set(df, min), vstep = hn::Set(df, step);
+  const size_t done =
+      for_code_vectors(hn::RebindToUnsigned<decltype(df)>(), packed, n, bits, [&](size_t i, auto v) {
+        hn::StoreU(hn::MulAdd(hn::ConvertTo(df, hn::BitCast(di, v)), vstep, vmin), df, out + i);
+      });
+  // The rest code by code, from the byte where the vectors stopped (they end on a byte); the
+  // same fused multiply-add as the vectors, so a code's value does not depend on its position.
+  unpack_stream(packed + done * bits / 8, n - done, bits, [&](size_t i, uint32_t code) {
+    out[done + i] = std::fma(static_cast<float>(code), step, min);
+  });
 }
 
 void unpack_bits_f32(const uint8_t* packed, size_t n, unsigned bits, float* out) {
-  if (n * bits % 8 == 0) {
-    switch (bits) {
-      case 1: return unpack_whole_bytes_f32<1>(packed, n, out);
-      case 2: return unpack_whole_bytes_f32<2>(packed, n, out);
-      case 4: return unpack_whole_bytes_f32<4>(packed, n, out);
-      case 8: return unpack_whole_bytes_f32<8>(packed, n, out);
-      default: break;
-    }
-  }
-  unpack_stream(packed, n, bits, out);
+  unpack_affine_f32(packed, n, bits, 0.0f, 1.0f, out);
 }
 
 }  // namespace veloxquant

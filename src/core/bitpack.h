@@ -12,8 +12,9 @@ constexpr size_t packed_bytes(size_t n, unsigned bits) { return (n * bits + 7) /
 // REQUIRES: 1 <= bits <= 8, every code < 2^bits. Writes exactly packed_bytes(n, bits) bytes.
 void pack_bits(const uint8_t* codes, size_t n, unsigned bits, uint8_t* out);
 void unpack_bits(const uint8_t* packed, size_t n, unsigned bits, uint8_t* codes);
-// The same codes as floats, for kernels that take dot products with them (a byte at a time for
-// 1, 2, 4 and 8 bits when n codes fill whole bytes).
+// The codes dequantized on an affine grid, out[i] = fma(code_i, step, min) (vectorized for 1, 2, 4
+// and 8 bits), and the codes as floats (min 0, step 1), for kernels that take dot products with them.
+void unpack_affine_f32(const uint8_t* packed, size_t n, unsigned bits, float min, float step, float* out);
 void unpack_bits_f32(const uint8_t* packed, size_t n, unsigned bits, float* out);
 
 }  // namespace veloxquant

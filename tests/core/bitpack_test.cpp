@@ -1,9 +1,11 @@
+#include "core/bitpack.h"
+
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
-#include "core/bitpack.h"
 #include "core/rng.h"
 
 namespace veloxquant {
@@ -46,6 +48,25 @@ TEST(Bitpack, FloatUnpackingGivesTheSameCodes) {
       unpack_bits_f32(packed.data(), n, bits, got.data());
       for (size_t i = 0; i < n; ++i)
         ASSERT_EQ(got[i], float(codes[i])) << bits << " bits, n " << n << ", code " << i;
+      EXPECT_EQ(got[n], -1.0f) << "wrote past code " << n << " (" << bits << " bits)";
+    }
+  }
+}
+
+// Dequantized on a grid, each code gives fma(code, step, min) wherever it sits: in a vector of
+// codes (1, 2, 4, 8 bits) or the code-by-code rest. Read from an exactly sized buffer (the
+// sanitizer builds catch a read past it) and never written past n.
+TEST(Bitpack, AffineUnpackingDequantizesEveryCode) {
+  const float min = -1.375f, step = 0.0625f;
+  for (unsigned bits = 1; bits <= 8; ++bits) {
+    for (size_t n = 0; n <= 67; ++n) {
+      const std::vector<uint8_t> codes = random_codes(n, bits, 9100 * bits + n);
+      std::vector<uint8_t> packed(packed_bytes(n, bits));
+      pack_bits(codes.data(), n, bits, packed.data());
+      std::vector<float> got(n + 1, -1.0f);
+      unpack_affine_f32(packed.data(), n, bits, min, step, got.data());
+      for (size_t i = 0; i < n; ++i)
+        ASSERT_EQ(got[i], std::fma(float(codes[i]), step, min)) << bits << " bits, n " << n << ", code " << i;
       EXPECT_EQ(got[n], -1.0f) << "wrote past code " << n << " (" << bits << " bits)";
     }
   }

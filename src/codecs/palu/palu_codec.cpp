@@ -143,15 +143,12 @@ void PaluCodec::encode(const float* x, size_t n, uint8_t* codes) const {
 void PaluCodec::latents(const uint8_t* codes, size_t n, float* y, size_t stride) const {
   const size_t r = cfg_.rank;
   if (stride == 0) stride = r;
-  std::vector<uint8_t> q(r);
   for (size_t t = 0; t < n; ++t) {
     const uint8_t* rec = codes + t * token_bytes_;
     for (const Part& p : parts_) {
       const float mn = f16_to_f32(load_half(rec + p.grid_offset));
       const float step = f16_to_f32(load_half(rec + p.grid_offset + 2));
-      unpack_bits(rec + p.code_offset, p.count, p.bits, q.data());
-      float* out = y + t * stride + p.first;
-      for (size_t j = 0; j < p.count; ++j) out[j] = mn + step * static_cast<float>(q[j]);
+      unpack_affine_f32(rec + p.code_offset, p.count, p.bits, mn, step, y + t * stride + p.first);
     }
   }
 }
