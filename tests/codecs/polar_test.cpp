@@ -69,6 +69,40 @@ TEST(PolarTransform, InverseIsExactWithoutQuantization) {
   }
 }
 
+// The encoder's sign tests give each angle the codebook's code for the angle atan2 computes, and
+// the same radii, every level and bit width; a code may differ only for an angle within float
+// rounding of a boundary, or for a pair of zeros (any angle reconstructs it). The pairs include
+// the axes and signed zeros, where atan2's convention (b = -0 with a < 0 is pi) decides the half.
+TEST(PolarTransform, CellTestsGiveTheCodebooksCodes) {
+  const size_t levels = 4, block = 16, blocks = 400;
+  std::vector<float> x = gaussian(block * blocks, 31, 2.0f);
+  const float axes[][2] = {{1, 0}, {-1, 0}, {0, 1}, {0, -1}, {-1, -0.0f}, {1, -0.0f}, {0, 0}, {-0.0f, -0.0f}};
+  for (size_t i = 0; i < std::size(axes); ++i) x[2 * i] = axes[i][0], x[2 * i + 1] = axes[i][1];
+  for (unsigned bits = 1; bits <= 5; ++bits) {
+    for (size_t b = 0; b < blocks; ++b) {
+      std::vector<float> ref(x.begin() + b * block, x.begin() + (b + 1) * block), cells = ref;
+      std::vector<float> angles(block - 1), scratch(2 * block);
+      const float radius = polar::forward(ref.data(), levels, angles.data());
+      size_t a = 0;
+      for (size_t l = 1; l <= levels; ++l) {
+        const ScalarCodebook& cb = polar::angle_codebook(l, bits);
+        const size_t pairs = polar::angles_at_level(levels, l);
+        std::vector<uint8_t> codes(pairs);
+        polar::forward_level_cells(cells.data(), pairs, polar::AngleCells(cb.boundaries), codes.data(),
+                                   scratch.data());
+        for (size_t j = 0; j < pairs; ++j, ++a) {
+          if (codes[j] == cb.quantize(angles[a]) || cells[j] == 0) continue;
+          double gap = 10;
+          for (float beta : cb.boundaries) gap = std::min(gap, std::abs(double(angles[a]) - beta));
+          EXPECT_LT(gap, 1e-5) << bits << " bits, block " << b << ", level " << l << ", pair " << j
+                               << ": code " << int(codes[j]) << " for angle " << angles[a];
+        }
+      }
+      EXPECT_NEAR(cells[0], radius, 1e-6f * radius) << bits << " bits, block " << b;
+    }
+  }
+}
+
 TEST(PolarTransform, AnglesOfGaussianVectorsFollowTheAnalyticLaws) {
   // Mean and variance of each level's angle over many Gaussian blocks against the moments of the
   // density the codebooks are fitted to (uniform, then proportional to sin^(2^(l-1)-1)(2 psi)).

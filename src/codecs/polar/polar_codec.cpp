@@ -69,6 +69,7 @@ PolarCodec::PolarCodec(const PolarConfig& config) : cfg_(config) {
     lv.bit_offset = bit;
     bit += lv.angles * lv.bits;
     lv.codebook = &polar::angle_codebook(l, lv.bits);
+    lv.cells = polar::AngleCells(lv.codebook->boundaries);
     for (float c : lv.codebook->centroids) {
       lv.cosines.push_back(std::cos(c));
       lv.sines.push_back(std::sin(c));
@@ -85,34 +86,36 @@ PolarCodec::PolarCodec(const PolarConfig& config) : cfg_(config) {
 size_t PolarCodec::state_bytes() const {
   size_t floats = 0;
   for (const Level& lv : levels_)
-    floats += lv.codebook->centroids.size() + lv.codebook->boundaries.size() + lv.cosines.size() +
-              lv.sines.size();
+    floats += lv.codebook->centroids.size() + 3 * lv.codebook->boundaries.size() + lv.cosines.size() +
+              lv.sines.size();  // boundaries, and their cosines and sines for the encoder
   return rotation_.state_bytes() + floats * sizeof(float);
 }
 
 void PolarCodec::encode(const float* x, size_t n, uint8_t* codes) const {
-  const size_t d = cfg_.dim, per_block = block_ - 1;
-  std::vector<float> y(d), angles(per_block);
+  const size_t d = cfg_.dim;
+  std::vector<float> rotated(std::min(n, kChunk) * d), scratch(2 * d);
   std::vector<std::vector<uint8_t>> level_codes(levels_.size());
   for (size_t l = 0; l < levels_.size(); ++l) level_codes[l].resize(levels_[l].angles);
   for (size_t t = 0; t < n; ++t) {
-    std::copy_n(x + t * d, d, y.data());
-    rotation_.forward(y.data());
+    if (t % kChunk == 0) {  // rotated a chunk at a time: one batched transform
+      const size_t m = std::min(kChunk, n - t);
+      std::copy_n(x + t * d, m * d, rotated.data());
+      rotation_.forward(rotated.data(), m);
+    }
+    float* y = rotated.data() + (t % kChunk) * d;
+    // Level l's pairs over the whole vector are those of every block in turn (blocks are 2^levels
+    // aligned), in the order the record stores them; the radii left are the blocks'.
+    for (size_t l = 0; l < levels_.size(); ++l)
+      polar::forward_level_cells(y, levels_[l].angles, levels_[l].cells, level_codes[l].data(),
+                                 scratch.data());
     uint8_t* rec = codes + t * token_bytes_;
     std::fill_n(rec, radius_offset_, uint8_t{0});
     for (size_t b = 0; b < blocks_; ++b) {
       // Stored as radius / sqrt(dim): a rotated block's radius is at most the vector's norm, at most
       // sqrt(dim) times its largest element, which the cache keeps within fp16 range.
-      const float radius = polar::forward(y.data() + b * block_, cfg_.levels, angles.data());
-      const uint16_t h = f32_to_f16(radius * inv_sqrt_dim_);
+      const uint16_t h = f32_to_f16(y[b] * inv_sqrt_dim_);
       rec[radius_offset_ + 2 * b] = static_cast<uint8_t>(h);
       rec[radius_offset_ + 2 * b + 1] = static_cast<uint8_t>(h >> 8);
-      size_t a = 0;
-      for (size_t l = 0; l < levels_.size(); ++l) {
-        const size_t per = polar::angles_at_level(cfg_.levels, l + 1);
-        for (size_t j = 0; j < per; ++j, ++a)
-          level_codes[l][b * per + j] = levels_[l].codebook->quantize(angles[a]);
-      }
     }
     for (size_t l = 0; l < levels_.size(); ++l)
       put_codes(level_codes[l].data(), levels_[l].angles, levels_[l].bits, rec, levels_[l].bit_offset);
@@ -120,26 +123,25 @@ void PolarCodec::encode(const float* x, size_t n, uint8_t* codes) const {
 }
 
 void PolarCodec::decode_rotated(const uint8_t* codes, size_t n, float* y) const {
-  const size_t d = cfg_.dim, per_block = block_ - 1;
-  std::vector<float> cosines(per_block), sines(per_block);
+  const size_t d = cfg_.dim;
+  std::vector<float> radii(d), wider(d);
   std::vector<std::vector<uint8_t>> level_codes(levels_.size());
   for (size_t l = 0; l < levels_.size(); ++l) level_codes[l].resize(levels_[l].angles);
   for (size_t t = 0; t < n; ++t) {
     const uint8_t* rec = codes + t * token_bytes_;
     for (size_t l = 0; l < levels_.size(); ++l)
       get_codes(rec, levels_[l].bit_offset, levels_[l].angles, levels_[l].bits, level_codes[l].data());
-    for (size_t b = 0; b < blocks_; ++b) {
-      size_t a = 0;
-      for (size_t l = 0; l < levels_.size(); ++l) {
-        const size_t per = polar::angles_at_level(cfg_.levels, l + 1);
-        for (size_t j = 0; j < per; ++j, ++a) {
-          const uint8_t c = level_codes[l][b * per + j];
-          cosines[a] = levels_[l].cosines[c];
-          sines[a] = levels_[l].sines[c];
-        }
-      }
-      const uint16_t h = static_cast<uint16_t>(rec[radius_offset_ + 2 * b] | (rec[radius_offset_ + 2 * b + 1] << 8));
-      polar::inverse(f16_to_f32(h) * sqrt_dim_, cosines.data(), sines.data(), cfg_.levels, y + t * d + b * block_);
+    for (size_t b = 0; b < blocks_; ++b)
+      radii[b] = f16_to_f32(static_cast<uint16_t>(rec[radius_offset_ + 2 * b] |
+                                                  (rec[radius_offset_ + 2 * b + 1] << 8))) *
+                 sqrt_dim_;
+    // The levels from the last, over every block at once (as encode()); level 1 writes the token.
+    for (size_t l = levels_.size(); l-- > 0;) {
+      const Level& lv = levels_[l];
+      float* out = l == 0 ? y + t * d : wider.data();
+      polar::inverse_level(radii.data(), lv.angles, level_codes[l].data(), lv.cosines.data(), lv.sines.data(),
+                           out);
+      if (l > 0) radii.swap(wider);
     }
   }
 }

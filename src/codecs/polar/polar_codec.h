@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "codecs/polar/polar_transform.h"
 #include "core/lloyd_max.h"
 #include "core/rotation.h"
 #include "veloxquant/codec.h"
@@ -62,6 +63,7 @@ class PolarCodec final : public Codec {
                          // other in one bit stream, so no level rounds up to a whole byte)
     const ScalarCodebook* codebook;  // shared, lives for the process
     std::vector<float> cosines, sines;  // of each centroid
+    polar::AngleCells cells{{}};        // the codebook's boundaries as the encoder tests them
   };
   // Reconstructs n tokens in the rotated frame (no inverse rotation).
   void decode_rotated(const uint8_t* codes, size_t n, float* y) const;
