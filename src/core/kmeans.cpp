@@ -29,6 +29,29 @@ size_t nearest_centroid(const float* x, const float* centroids, size_t k, size_t
   return best;
 }
 
+CentroidSearch::CentroidSearch(const float* centroids, size_t k, size_t dim)
+    : k_(k), dim_(dim), columns_(k * dim) {
+  for (size_t j = 0; j < k; ++j)
+    for (size_t c = 0; c < dim; ++c) columns_[c * k + j] = centroids[j * dim + c];
+}
+
+size_t CentroidSearch::nearest(const float* x, double* dist) const {
+  std::fill_n(dist, k_, 0.0);
+  for (size_t c = 0; c < dim_; ++c) {
+    const double xc = x[c];
+    const float* column = columns_.data() + c * k_;
+    for (size_t j = 0; j < k_; ++j) {
+      const double e = xc - column[j];
+      dist[j] += e * e;
+    }
+  }
+  size_t best = 0;
+  double best_d = std::numeric_limits<double>::infinity();
+  for (size_t j = 0; j < k_; ++j)
+    if (dist[j] < best_d) best = j, best_d = dist[j];
+  return best;
+}
+
 std::vector<float> kmeans(const float* x, size_t n, size_t stride, size_t dim, size_t k, uint64_t seed,
                           int iterations) {
   const auto row = [&](size_t i) { return x + i * stride; };
@@ -52,10 +75,12 @@ std::vector<float> kmeans(const float* x, size_t n, size_t stride, size_t dim, s
   std::vector<size_t> assignment(n, k);
   std::vector<double> sums(k * dim);
   std::vector<size_t> counts(k);
+  std::vector<double> dist(k);
   for (int it = 0; it < iterations; ++it) {
     bool changed = false;
+    const CentroidSearch search(centroids.data(), k, dim);
     for (size_t i = 0; i < n; ++i) {
-      const size_t a = nearest_centroid(row(i), centroids.data(), k, dim);
+      const size_t a = search.nearest(row(i), dist.data());
       changed |= a != assignment[i];
       assignment[i] = a;
     }

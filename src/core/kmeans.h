@@ -17,4 +17,20 @@ std::vector<float> kmeans(const float* x, size_t n, size_t stride, size_t dim, s
 // Index of the centroid nearest to x (squared L2; the lowest index on ties).
 size_t nearest_centroid(const float* x, const float* centroids, size_t k, size_t dim);
 
+// nearest_centroid for many rows against one set of centroids, held transposed ([dim][k]) so that
+// a row's k distances grow together a coordinate at a time: the same double sums in the same
+// order as nearest_centroid (the same answer, bit for bit), vectorized over the centroids.
+class CentroidSearch {
+ public:
+  CentroidSearch() = default;  // no centroids: nearest() must not be called
+  CentroidSearch(const float* centroids, size_t k, size_t dim);
+  // dist: scratch of k doubles (the caller's, so one search serves many threads).
+  size_t nearest(const float* x, double* dist) const;
+  size_t size() const { return k_; }
+
+ private:
+  size_t k_ = 0, dim_ = 0;
+  std::vector<float> columns_;  // [dim][k]
+};
+
 }  // namespace veloxquant

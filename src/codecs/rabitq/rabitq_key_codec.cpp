@@ -71,6 +71,7 @@ std::unique_ptr<Codec> RabitqKeyCodec::with_states(const std::vector<std::vector
     }
     codec->centroids_[i] = v;
   }
+  codec->search_ = CentroidSearch(codec->centroids_.data(), nlist_, dim_);
   codec->rotated_centroids_ = codec->centroids_;
   codec->rotation_.forward(codec->rotated_centroids_.data(), nlist_);
   return codec;
@@ -85,29 +86,40 @@ void RabitqKeyCodec::require_fitted(const char* what) const {
 
 void RabitqKeyCodec::encode(const float* x, size_t n, uint8_t* codes) const {
   require_fitted("encode");
-  std::vector<float> y(dim_);
-  std::vector<uint8_t> bits(dim_);
-  const double root_d = std::sqrt(static_cast<double>(dim_));
-  for (size_t t = 0; t < n; ++t) {
-    const float* k = x + t * dim_;
-    const size_t j = nearest_centroid(k, centroids_.data(), nlist_, dim_);
-    double norm2 = 0;
-    for (size_t c = 0; c < dim_; ++c) {
-      y[c] = k[c] - centroids_[j * dim_ + c];
-      norm2 += static_cast<double>(y[c]) * y[c];
+  constexpr size_t kChunk = 256;  // tokens rotated together
+  const size_t d = dim_;
+  std::vector<float> y(std::min(n, kChunk) * d);
+  std::vector<double> norm2(std::min(n, kChunk)), dist(nlist_);
+  std::vector<uint8_t> bits(d), cluster(std::min(n, kChunk));
+  const double root_d = std::sqrt(static_cast<double>(d));
+  for (size_t t0 = 0; t0 < n; t0 += kChunk) {
+    const size_t m = std::min(kChunk, n - t0);
+    for (size_t t = 0; t < m; ++t) {
+      const float* k = x + (t0 + t) * d;
+      const size_t j = search_.nearest(k, dist.data());
+      cluster[t] = static_cast<uint8_t>(j);
+      double sum = 0;
+      for (size_t c = 0; c < d; ++c) {
+        y[t * d + c] = k[c] - centroids_[j * d + c];
+        sum += static_cast<double>(y[t * d + c]) * y[t * d + c];
+      }
+      norm2[t] = sum;
     }
-    rotation_.forward(y.data());
-    // s = ||r|| / <o_bar, o> with <o_bar, o> = ||P r||_1 / (sqrt(D) ||r||): ||r||^2 sqrt(D) / ||P r||_1.
-    double l1 = 0;
-    for (size_t c = 0; c < dim_; ++c) {
-      l1 += std::fabs(y[c]);
-      bits[c] = y[c] >= 0;
+    rotation_.forward(y.data(), m);
+    for (size_t t = 0; t < m; ++t) {
+      const float* yt = y.data() + t * d;
+      // s = ||r|| / <o_bar, o> with <o_bar, o> = ||P r||_1 / (sqrt(D) ||r||): ||r||^2 sqrt(D) / ||P r||_1.
+      double l1 = 0;
+      for (size_t c = 0; c < d; ++c) {
+        l1 += std::fabs(yt[c]);
+        bits[c] = yt[c] >= 0;
+      }
+      const float s = l1 > 0 ? static_cast<float>(norm2[t] * root_d / l1) : 0.0f;
+      uint8_t* rec = codes + (t0 + t) * format_.stride;
+      std::memcpy(rec, &s, sizeof s);
+      pack_bits(bits.data(), d, 1, rec + format_.code_offset);
+      rec[cluster_offset_] = cluster[t];
     }
-    const float s = l1 > 0 ? static_cast<float>(norm2 * root_d / l1) : 0.0f;
-    uint8_t* rec = codes + t * format_.stride;
-    std::memcpy(rec, &s, sizeof s);
-    pack_bits(bits.data(), dim_, 1, rec + format_.code_offset);
-    rec[cluster_offset_] = static_cast<uint8_t>(j);
   }
 }
 
@@ -121,15 +133,14 @@ void RabitqKeyCodec::decode_in_basis(const uint8_t* codes, size_t n, float* y) c
 
 void RabitqKeyCodec::decode_records(const uint8_t* codes, size_t n, float* x, bool in_basis) const {
   require_fitted("decode");
-  std::vector<uint8_t> bits(dim_);
   const float unit = 1.0f / std::sqrt(static_cast<float>(dim_));
   const std::vector<float>& centroids = in_basis ? rotated_centroids_ : centroids_;
   for (size_t t = 0; t < n; ++t) {
     const uint8_t* rec = codes + t * format_.stride;
-    const float s = read_f32(rec);
-    unpack_bits(rec + format_.code_offset, dim_, 1, bits.data());
+    const float su = read_f32(rec) * unit;
     float* row = x + t * dim_;
-    for (size_t c = 0; c < dim_; ++c) row[c] = bits[c] ? s * unit : -s * unit;
+    // Bit 1 is +su, bit 0 is -su: the grid {-su, su}, exact (2 su - su rounds to su).
+    unpack_affine_f32(rec + format_.code_offset, dim_, 1, -su, 2 * su, row);
     if (!in_basis) rotation_.inverse(row);
     const float* centroid = centroids.data() + rec[cluster_offset_] * dim_;
     for (size_t c = 0; c < dim_; ++c) row[c] += centroid[c];

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "codecs/common/packed_code_kernel.h"
+#include "core/kmeans.h"
 #include "core/rotation.h"
 #include "veloxquant/codec.h"
 
@@ -89,6 +90,7 @@ class RabitqKeyCodec final : public Codec {
   size_t cluster_offset_;
   PackedCodeKernel signs_;  // 1-bit table {-1, +1}
   std::vector<float> centroids_;
+  CentroidSearch search_;                 // over centroids_, for encode
   std::vector<float> rotated_centroids_;  // P c_j, [nlist, dim]
 };
 

@@ -67,6 +67,8 @@ std::unique_ptr<Codec> VecinferKeyCodec::with_states(const std::vector<std::vect
                               "expected a finite value", head, i, t.codebooks[i]));
     }
   }
+  for (size_t sub = 0; sub < subspaces_; ++sub)
+    t.searches.emplace_back(t.codebooks.data() + sub * centroids_ * dims_, centroids_, dims_);
   auto codec = std::make_unique<VecinferKeyCodec>(*this);
   codec->stream_ = std::make_shared<const HeadTables>(std::move(t));
   return codec;
@@ -84,11 +86,13 @@ void VecinferKeyCodec::encode(const float* x, size_t n, uint8_t* codes) const {
   const HeadTables& h = tables("encode");
   std::vector<float> y(x, x + n * dim_);
   transform_keys(rotation_, h.smooth, y.data(), n);
-  const size_t book = centroids_ * dims_;
+  // The nearest centroid as nearest_centroid finds it (CentroidSearch: the same sums), which the
+  // GPU append reproduces bit for bit.
+  std::vector<double> dist(centroids_);
   for (size_t t = 0; t < n; ++t)
     for (size_t s = 0; s < subspaces_; ++s)
-      codes[t * subspaces_ + s] = static_cast<uint8_t>(nearest_centroid(
-          y.data() + t * dim_ + s * dims_, h.codebooks.data() + s * book, centroids_, dims_));
+      codes[t * subspaces_ + s] = static_cast<uint8_t>(
+          h.searches[s].nearest(y.data() + t * dim_ + s * dims_, dist.data()));
 }
 
 void VecinferKeyCodec::decode(const uint8_t* codes, size_t n, float* x) const {

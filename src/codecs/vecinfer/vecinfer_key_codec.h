@@ -19,6 +19,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/kmeans.h"
 #include "core/rotation.h"
 #include "veloxquant/codec.h"
 
@@ -28,6 +29,7 @@ namespace veloxquant::vecinfer {
 struct HeadTables {
   std::vector<float> smooth;     // lambda, dim floats > 0
   std::vector<float> codebooks;  // [dim / dims][centroids][dims], fp16 values
+  std::vector<CentroidSearch> searches;  // over each sub-space's codebook, for encode
 };
 
 class VecinferKeyCodec final : public Codec {
