@@ -2,6 +2,7 @@
 
 #include <hwy/highway.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -120,6 +121,31 @@ void unpack_affine_f32(const uint8_t* packed, size_t n, unsigned bits, float min
   unpack_stream(packed + done * bits / 8, n - done, bits, [&](size_t i, uint32_t code) {
     out[done + i] = std::fma(static_cast<float>(code), step, min);
   });
+}
+
+void unpack_table_f32(const uint8_t* packed, size_t n, unsigned bits, const float* table, float scale,
+                      float* out) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  const size_t N = hn::Lanes(df), entries = size_t{1} << bits;
+  size_t done = 0;
+  if (entries <= 2 * N) {  // the table in one or two vectors, looked up per lane
+    HWY_ALIGN float lo[hn::MaxLanes(df)] = {}, hi[hn::MaxLanes(df)] = {};
+    std::copy_n(table, std::min(entries, N), lo);
+    if (entries > N) std::copy_n(table + N, entries - N, hi);
+    const auto tlo = hn::Load(df, lo), thi = hn::Load(df, hi), vscale = hn::Set(df, scale);
+    const auto last_low = hn::Set(du, static_cast<uint32_t>(N - 1));  // N is a power of two
+    done = for_code_vectors(du, packed, n, bits, [&](size_t i, auto codes) {
+      const auto within = hn::IndicesFromVec(df, hn::BitCast(di, hn::And(codes, last_low)));
+      auto v = hn::TableLookupLanes(tlo, within);
+      if (entries > N)
+        v = hn::IfThenElse(hn::RebindMask(df, codes > last_low), hn::TableLookupLanes(thi, within), v);
+      hn::StoreU(hn::Mul(v, vscale), df, out + i);
+    });
+  }
+  unpack_stream(packed + done * bits / 8, n - done, bits,
+                [&](size_t i, uint32_t code) { out[done + i] = scale * table[code]; });
 }
 
 void unpack_bits_f32(const uint8_t* packed, size_t n, unsigned bits, float* out) {

@@ -16,5 +16,9 @@ void unpack_bits(const uint8_t* packed, size_t n, unsigned bits, uint8_t* codes)
 // and 8 bits), and the codes as floats (min 0, step 1), for kernels that take dot products with them.
 void unpack_affine_f32(const uint8_t* packed, size_t n, unsigned bits, float min, float step, float* out);
 void unpack_bits_f32(const uint8_t* packed, size_t n, unsigned bits, float* out);
+// The codes as entries of a table of 2^bits values, scaled: out[i] = scale * table[code_i]
+// (vectorized where the table fits two vectors: up to 4 bits with AVX-512, 3 with AVX2).
+void unpack_table_f32(const uint8_t* packed, size_t n, unsigned bits, const float* table, float scale,
+                      float* out);
 
 }  // namespace veloxquant

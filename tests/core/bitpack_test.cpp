@@ -72,6 +72,26 @@ TEST(Bitpack, AffineUnpackingDequantizesEveryCode) {
   }
 }
 
+// Looked up in a table, each code gives scale * table[code], in vectors (tables of up to two
+// vectors) and code by code alike; exactly sized input, nothing written past n.
+TEST(Bitpack, TableUnpackingLooksUpEveryCode) {
+  const float scale = -0.75f;
+  for (unsigned bits = 1; bits <= 8; ++bits) {
+    std::vector<float> table(size_t{1} << bits);
+    for (size_t e = 0; e < table.size(); ++e) table[e] = 0.5f + 1.25f * static_cast<float>(e * e % 37);
+    for (size_t n = 0; n <= 67; ++n) {
+      const std::vector<uint8_t> codes = random_codes(n, bits, 9300 * bits + n);
+      std::vector<uint8_t> packed(packed_bytes(n, bits));
+      pack_bits(codes.data(), n, bits, packed.data());
+      std::vector<float> got(n + 1, -1.0f);
+      unpack_table_f32(packed.data(), n, bits, table.data(), scale, got.data());
+      for (size_t i = 0; i < n; ++i)
+        ASSERT_EQ(got[i], scale * table[codes[i]]) << bits << " bits, n " << n << ", code " << i;
+      EXPECT_EQ(got[n], -1.0f) << "wrote past code " << n << " (" << bits << " bits)";
+    }
+  }
+}
+
 TEST(Bitpack, RoundTripEveryWidthManyLengthsNoOverrun) {
   for (unsigned bits = 1; bits <= 8; ++bits) {
     for (size_t n = 0; n <= 131; ++n) {

@@ -56,41 +56,12 @@ void RotatedTableCodec::check_codes(const uint8_t* codes, size_t n) const {
   }
 }
 
-namespace {
-
-// row[c] = norm * table[code c] for codes of B = 1, 2, 4 or 8 bits, whole codes per byte, lowest
-// bits first (pack_bits' stream): read byte by byte, no unpacked copy.
-template <unsigned B>
-void table_row(const uint8_t* packed, size_t dim, const float* table, float norm, float* row) {
-  constexpr unsigned kPerByte = 8 / B, kMask = (1u << B) - 1u;
-  size_t c = 0;
-  for (; c + kPerByte <= dim; c += kPerByte) {
-    const unsigned byte = packed[c / kPerByte];
-    for (unsigned k = 0; k < kPerByte; ++k) row[c + k] = norm * table[(byte >> (k * B)) & kMask];
-  }
-  for (unsigned k = 0; c < dim; ++c, ++k) row[c] = norm * table[(packed[c / kPerByte] >> (k * B)) & kMask];
-}
-
-}  // namespace
-
 void RotatedTableCodec::decode_in_basis(const uint8_t* codes, size_t n, float* y) const {
-  std::vector<uint8_t> idx;  // only widths that do not divide 8 unpack first
   for (size_t t = 0; t < n; ++t) {
     const uint8_t* rec = codes + t * format_.stride;
     float norm;
     std::memcpy(&norm, rec + format_.scale_offset, sizeof norm);
-    const uint8_t* packed = rec + format_.code_offset;
-    float* row = y + t * dim_;
-    switch (code_bits_) {
-      case 1: table_row<1>(packed, dim_, table_.data(), norm, row); break;
-      case 2: table_row<2>(packed, dim_, table_.data(), norm, row); break;
-      case 4: table_row<4>(packed, dim_, table_.data(), norm, row); break;
-      case 8: table_row<8>(packed, dim_, table_.data(), norm, row); break;
-      default:
-        idx.resize(dim_);
-        unpack_bits(packed, dim_, code_bits_, idx.data());
-        for (size_t c = 0; c < dim_; ++c) row[c] = norm * table_[idx[c]];
-    }
+    unpack_table_f32(rec + format_.code_offset, dim_, code_bits_, table_.data(), norm, y + t * dim_);
   }
 }
 

@@ -106,7 +106,6 @@ void TurboQuantProdCodec::check_codes(const uint8_t* codes, size_t n) const {
 // run of tokens are one matrix product, Z S with z scaled per token (prefill decodes every cached
 // token per chunk).
 void TurboQuantProdCodec::decode_in_basis(const uint8_t* codes, size_t n, float* y) const {
-  std::vector<uint8_t> idx(dim_, 0);
   std::vector<float> z(std::min(n, kDecodeRun) * dim_);
   configure_blas();
   for (size_t t0 = 0; t0 < n; t0 += kDecodeRun) {
@@ -114,12 +113,11 @@ void TurboQuantProdCodec::decode_in_basis(const uint8_t* codes, size_t n, float*
     for (size_t t = 0; t < rows; ++t) {
       const uint8_t* rec = codes + (t0 + t) * stride_;
       const float norm = read_f32(rec), k = qjl_factor_ * read_f32(rec + sizeof(float));
-      if (mse_bits_) unpack_bits(rec + kHeader, dim_, mse_bits_, idx.data());
       float* row = y + (t0 + t) * dim_;
-      for (size_t c = 0; c < dim_; ++c) row[c] = norm * codebook_.value(idx[c]);
-      float* zt = z.data() + t * dim_;
-      unpack_bits_f32(rec + kHeader + mse_bytes_, dim_, 1, zt);
-      for (size_t j = 0; j < dim_; ++j) zt[j] = k * (2 * zt[j] - 1);
+      if (mse_bits_) unpack_table_f32(rec + kHeader, dim_, mse_bits_, codebook_.centroids.data(), norm, row);
+      else std::fill_n(row, dim_, norm * codebook_.value(0));
+      // Sign bit 1 is +k, 0 is -k: the grid {-k, k}, exact (2k - k rounds to k).
+      unpack_affine_f32(rec + kHeader + mse_bytes_, dim_, 1, -k, 2 * k, z.data() + t * dim_);
     }
     const auto d = static_cast<blasint>(dim_);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(rows), d, d, 1.0f, z.data(),
