@@ -215,6 +215,48 @@ TEST(QjlKeys, ByteLayoutIsExactAndAdditive) {
   }
 }
 
+// The inlier sign bits are those of S k summed channel by channel in order with one fused
+// multiply-add each (outlier channels skipped), as the GPU append computes them: the blocked
+// encode must not reorder a sum, or a sign near 0 would differ between the devices. Without
+// outliers the keys are made orthogonal to the first rows of S, so that those sums are rounding
+// noise whose sign any other order would change about half the time.
+TEST(QjlKeys, InlierSignsAreChannelOrderSums) {
+  for (size_t outliers : {0, 8}) {
+    QjlKeyConfig cfg;  // d = 128, m = 256, outlier sketches of 128 bits, groups of 32
+    cfg.outliers = outliers;
+    const QjlKeyCodec codec(cfg);
+    const size_t d = cfg.dim, m = cfg.proj, n = 64, b = codec.block_tokens(), noise_rows = 8;
+    const size_t token_bytes = m / 8 + (outliers ? cfg.outlier_proj / 8 + 4 : 2);
+    const std::vector<float> s = QjlKeyCodec::sketch_matrix(d, m, cfg.seed);
+    std::vector<float> keys = gaussian(n * d, 14);
+    for (size_t t = 0; t < n && outliers == 0; ++t) {
+      std::vector<double> k(keys.begin() + t * d, keys.begin() + (t + 1) * d);
+      for (int pass = 0; pass < 2; ++pass)  // Gram-Schmidt against S's rows, twice for accuracy
+        for (size_t i = 0; i < noise_rows; ++i) {
+          double ks = 0, ss = 0;
+          for (size_t c = 0; c < d; ++c) ks += k[c] * s[i * d + c], ss += double(s[i * d + c]) * s[i * d + c];
+          for (size_t c = 0; c < d; ++c) k[c] -= ks / ss * s[i * d + c];
+        }
+      for (size_t c = 0; c < d; ++c) keys[t * d + c] = static_cast<float>(k[c]);
+    }
+    std::vector<uint8_t> codes(codec.code_bytes(n));
+    codec.encode(keys.data(), n, codes.data());
+    for (size_t t = 0; t < n; ++t) {
+      const uint8_t* block = codes.data() + (t / b) * codec.code_bytes(b);
+      std::vector<bool> inlier(d, true);
+      for (size_t j = 0; j < outliers; ++j) inlier[block[j]] = false;
+      const uint8_t* signs = block + outliers + (t % b) * token_bytes;
+      for (size_t i = 0; i < m; ++i) {
+        float sum = 0;
+        for (size_t c = 0; c < d; ++c)
+          if (inlier[c]) sum = std::fma(keys[t * d + c], s[i * d + c], sum);
+        ASSERT_EQ((signs[i / 8] >> (i % 8)) & 1, sum > 0 ? 1 : 0)
+            << outliers << " outliers, token " << t << ", row " << i << ": sum " << sum;
+      }
+    }
+  }
+}
+
 TEST(QjlKeys, SameSeedSameBytesOtherSeedOtherBytes) {
   const std::vector<float> keys = gaussian(64 * 128, 13);
   auto encode = [&](uint64_t seed) {

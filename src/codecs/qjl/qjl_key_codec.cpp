@@ -135,23 +135,29 @@ void QjlKeyCodec::encode_block(const float* x, uint8_t* block) const {
       else store_u16(static_cast<uint16_t>(order[j]), block + 2 * j);
     }
   }
-  std::vector<float> sk_in(m), sk_out(split_ ? mo : 0);
+  // The inlier sketches of the whole block in one pass over S: the block's keys with their outlier
+  // channels zeroed, times S^T. Each entry sums its channels in order, the same multiply-adds as
+  // one axpy per channel and token, so the signs are the ones the GPU append computes; a zeroed
+  // channel adds +-0, which leaves every sum as it was.
+  std::vector<float> inliers(x, x + block_ * d), sk_in(block_ * m, 0.0f), sk_out(split_ ? mo : 0);
+  for (size_t t = 0; t < block_; ++t)
+    for (size_t c = 0; c < d; ++c)
+      if (!inlier[c]) inliers[t * d + c] = 0.0f;
+  simd::accumulate_f32_rows(inliers.data(), block_, proj_t_.data(), d, m, sk_in.data());
   uint8_t* rec = block + header_bytes();
   for (size_t t = 0; t < block_; ++t, rec += token_bytes()) {
     const float* k = x + t * d;
-    std::fill(sk_in.begin(), sk_in.end(), 0.0f);
     std::fill(sk_out.begin(), sk_out.end(), 0.0f);
     double n_in = 0, n_out = 0;
     for (size_t c = 0; c < d; ++c) {
       if (inlier[c]) {
-        simd::axpy(k[c], proj_t_.data() + c * m, sk_in.data(), m);
         n_in += double(k[c]) * k[c];
       } else {
         simd::axpy(k[c], proj_t_.data() + c * m, sk_out.data(), mo);
         n_out += double(k[c]) * k[c];
       }
     }
-    pack_signs(sk_in.data(), m, rec);
+    pack_signs(sk_in.data() + t * m, m, rec);
     uint8_t* p = rec + m / 8;
     if (split_) {
       pack_signs(sk_out.data(), mo, p);
