@@ -36,60 +36,52 @@ TEST(Bitpack, PackedBytesIsCeilOfBitCount) {
     for (size_t n = 0; n < 70; ++n) EXPECT_EQ(packed_bytes(n, b), (n * b + 7) / 8) << n << " " << b;
 }
 
-// The float unpacking gives the byte unpacking's codes for every width and length, through the
-// whole-byte paths (1, 2, 4, 8 bits, lengths that fill bytes) and the general one alike.
-TEST(Bitpack, FloatUnpackingGivesTheSameCodes) {
+// Every width 1..8 and length 0..67 (whole vectors of codes and the code-by-code rest): packs
+// random codes, unpacks them to floats with unpack(packed, n, bits, out) from an exactly sized
+// buffer (the sanitizer builds catch a read past it) and expects value(code) for each,
+// nothing written past n.
+template <class Unpack, class Value>
+void expect_float_unpacking(uint64_t seed, Unpack unpack, Value value) {
   for (unsigned bits = 1; bits <= 8; ++bits) {
     for (size_t n = 0; n <= 67; ++n) {
-      const std::vector<uint8_t> codes = random_codes(n, bits, 7000 * bits + n);
+      const std::vector<uint8_t> codes = random_codes(n, bits, seed + 100 * bits + n);
       std::vector<uint8_t> packed(packed_bytes(n, bits));
       pack_bits(codes.data(), n, bits, packed.data());
       std::vector<float> got(n + 1, -1.0f);
-      unpack_bits_f32(packed.data(), n, bits, got.data());
+      unpack(packed.data(), n, bits, got.data());
       for (size_t i = 0; i < n; ++i)
-        ASSERT_EQ(got[i], float(codes[i])) << bits << " bits, n " << n << ", code " << i;
+        ASSERT_EQ(got[i], value(codes[i])) << bits << " bits, n " << n << ", code " << i;
       EXPECT_EQ(got[n], -1.0f) << "wrote past code " << n << " (" << bits << " bits)";
     }
   }
 }
 
-// Dequantized on a grid, each code gives fma(code, step, min) wherever it sits: in a vector of
-// codes (1, 2, 4, 8 bits) or the code-by-code rest. Read from an exactly sized buffer (the
-// sanitizer builds catch a read past it) and never written past n.
+TEST(Bitpack, FloatUnpackingGivesTheSameCodes) {
+  expect_float_unpacking(7000, unpack_bits_f32, [](uint8_t code) { return float(code); });
+}
+
+// On a grid each code gives fma(code, step, min), in a vector of codes or not.
 TEST(Bitpack, AffineUnpackingDequantizesEveryCode) {
   const float min = -1.375f, step = 0.0625f;
-  for (unsigned bits = 1; bits <= 8; ++bits) {
-    for (size_t n = 0; n <= 67; ++n) {
-      const std::vector<uint8_t> codes = random_codes(n, bits, 9100 * bits + n);
-      std::vector<uint8_t> packed(packed_bytes(n, bits));
-      pack_bits(codes.data(), n, bits, packed.data());
-      std::vector<float> got(n + 1, -1.0f);
-      unpack_affine_f32(packed.data(), n, bits, min, step, got.data());
-      for (size_t i = 0; i < n; ++i)
-        ASSERT_EQ(got[i], std::fma(float(codes[i]), step, min)) << bits << " bits, n " << n << ", code " << i;
-      EXPECT_EQ(got[n], -1.0f) << "wrote past code " << n << " (" << bits << " bits)";
-    }
-  }
+  expect_float_unpacking(
+      9100,
+      [&](const uint8_t* p, size_t n, unsigned bits, float* out) {
+        unpack_affine_f32(p, n, bits, min, step, out);
+      },
+      [&](uint8_t code) { return std::fma(float(code), step, min); });
 }
 
-// Looked up in a table, each code gives scale * table[code], in vectors (tables of up to two
-// vectors) and code by code alike; exactly sized input, nothing written past n.
+// Through a table each code gives scale * table[code] (tables of one or two vectors, or more).
 TEST(Bitpack, TableUnpackingLooksUpEveryCode) {
   const float scale = -0.75f;
-  for (unsigned bits = 1; bits <= 8; ++bits) {
-    std::vector<float> table(size_t{1} << bits);
-    for (size_t e = 0; e < table.size(); ++e) table[e] = 0.5f + 1.25f * static_cast<float>(e * e % 37);
-    for (size_t n = 0; n <= 67; ++n) {
-      const std::vector<uint8_t> codes = random_codes(n, bits, 9300 * bits + n);
-      std::vector<uint8_t> packed(packed_bytes(n, bits));
-      pack_bits(codes.data(), n, bits, packed.data());
-      std::vector<float> got(n + 1, -1.0f);
-      unpack_table_f32(packed.data(), n, bits, table.data(), scale, got.data());
-      for (size_t i = 0; i < n; ++i)
-        ASSERT_EQ(got[i], scale * table[codes[i]]) << bits << " bits, n " << n << ", code " << i;
-      EXPECT_EQ(got[n], -1.0f) << "wrote past code " << n << " (" << bits << " bits)";
-    }
-  }
+  std::vector<float> table(256);
+  for (size_t e = 0; e < table.size(); ++e) table[e] = 0.5f + 1.25f * static_cast<float>(e * e % 37);
+  expect_float_unpacking(
+      9300,
+      [&](const uint8_t* p, size_t n, unsigned bits, float* out) {
+        unpack_table_f32(p, n, bits, table.data(), scale, out);
+      },
+      [&](uint8_t code) { return scale * table[code]; });
 }
 
 TEST(Bitpack, RoundTripEveryWidthManyLengthsNoOverrun) {
