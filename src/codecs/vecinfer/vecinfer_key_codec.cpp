@@ -67,10 +67,12 @@ std::unique_ptr<Codec> VecinferKeyCodec::with_states(const std::vector<std::vect
                               "expected a finite value", head, i, t.codebooks[i]));
     }
   }
+  std::vector<CentroidSearch> searches;
   for (size_t sub = 0; sub < subspaces_; ++sub)
-    t.searches.emplace_back(t.codebooks.data() + sub * centroids_ * dims_, centroids_, dims_);
+    searches.emplace_back(t.codebooks.data() + sub * centroids_ * dims_, centroids_, dims_);
   auto codec = std::make_unique<VecinferKeyCodec>(*this);
   codec->stream_ = std::make_shared<const HeadTables>(std::move(t));
+  codec->searches_ = std::make_shared<const std::vector<CentroidSearch>>(std::move(searches));
   return codec;
 }
 
@@ -92,7 +94,7 @@ void VecinferKeyCodec::encode(const float* x, size_t n, uint8_t* codes) const {
   for (size_t t = 0; t < n; ++t)
     for (size_t s = 0; s < subspaces_; ++s)
       codes[t * subspaces_ + s] = static_cast<uint8_t>(
-          h.searches[s].nearest(y.data() + t * dim_ + s * dims_, dist.data()));
+          (*searches_)[s].nearest(y.data() + t * dim_ + s * dims_, dist.data()));
 }
 
 void VecinferKeyCodec::decode(const uint8_t* codes, size_t n, float* x) const {

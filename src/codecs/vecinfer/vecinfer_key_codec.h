@@ -29,7 +29,6 @@ namespace veloxquant::vecinfer {
 struct HeadTables {
   std::vector<float> smooth;     // lambda, dim floats > 0
   std::vector<float> codebooks;  // [dim / dims][centroids][dims], fp16 values
-  std::vector<CentroidSearch> searches;  // over each sub-space's codebook, for encode
 };
 
 class VecinferKeyCodec final : public Codec {
@@ -69,6 +68,8 @@ class VecinferKeyCodec final : public Codec {
   Rotation rotation_;
   std::shared_ptr<const std::vector<HeadTables>> heads_;
   std::shared_ptr<const HeadTables> stream_;  // the stream's tables; null on the prototype
+  // Over each sub-space's codebook of stream_, for encode; empty on the prototype.
+  std::shared_ptr<const std::vector<CentroidSearch>> searches_;
 };
 
 }  // namespace veloxquant::vecinfer
