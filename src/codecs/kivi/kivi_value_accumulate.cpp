@@ -7,6 +7,7 @@
 #include "codecs/kivi/dense_codes.h"
 #include "codecs/kivi/kivi_value_codec.h"
 #include "codecs/kivi/value_span_sums.h"
+#include "core/prefetch.h"
 
 namespace veloxquant::kivi {
 
@@ -21,6 +22,10 @@ void KiviValueCodec::accumulate(const float* w, size_t nq, const uint8_t* codes,
     const size_t m = std::min<size_t>(4, nq - j0);
     std::fill(offset.begin(), offset.end(), 0.0f);
     for (size_t s0 = 0; s0 < quads; s0 += kQuadsPerSpan) {
+      // The next span is in flight while this one is summed.
+      if (s0 + kQuadsPerSpan < quads)
+        prefetch_range(codes + (s0 + kQuadsPerSpan) * block_bytes_,
+                       std::min(kQuadsPerSpan, quads - s0 - kQuadsPerSpan) * block_bytes_);
       accumulate_value_span(codes + s0 * block_bytes_, block_bytes_, std::min(kQuadsPerSpan, quads - s0),
                             dim_, bits_, group_, w + j0 * n + s0 * 4, n, m, out + j0 * dim_, offset.data());
     }
