@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/bitpack.h"
+#include "core/prefetch.h"
 #include "core/sum_lanes4.h"
 #include "veloxquant/error.h"
 
@@ -49,7 +50,21 @@ struct Loop {
   const uint8_t* scales;  // f32 multiplier of the block's first row, then every record_stride
   size_t record_stride;
   float factor;
+  // Rows from `codes` on that lie in the caller's records (this block's and the next ones'), which
+  // the loops may prefetch; 0 when the block is a scratch copy.
+  size_t rows_ahead;
 };
+
+// Rows a loop asks for before it reads them: about 2 KiB of 4-bit records, the distance that
+// keeps memory busy while the rows before them are worked on.
+constexpr size_t kPrefetchRows = 32;
+
+// Loop::rows_ahead of a block whose rows start at `codes`: the records left from row t0 on when the
+// block is read in place, 0 when it is a scratch copy.
+size_t rows_in_place(const uint8_t* codes, const uint8_t* records, size_t n, size_t t0,
+                     const RecordFormat& f) {
+  return codes == records + t0 * f.stride + f.code_offset ? n - t0 : 0;
+}
 
 HWY_INLINE float row_scale(const Loop& L, size_t t) {
   return L.factor * load_f32(L.scales + t * L.record_stride);
@@ -207,6 +222,8 @@ void dot_rows(const Loop& L, const SignLoop* S, size_t rows, const float* qk, si
   const size_t chunks = L.vectors / K;
   constexpr size_t kRows = hn::MaxLanes(DF()) >= 16 ? 4 : 2;
   for (size_t t = 0; t < rows; t += kRows) {
+    if (t + kPrefetchRows + kRows <= L.rows_ahead)
+      prefetch_range(L.codes + (t + kPrefetchRows) * L.stride, kRows * L.stride);
     const size_t live = std::min(kRows, rows - t);
     // Past the last row, the last row is repeated and its duplicate sums are discarded.
     size_t at[kRows];
@@ -296,6 +313,9 @@ void accumulate_rows(const Loop& L, size_t rows, const float* w, float* acck, si
 #pragma GCC unroll 4
       for (size_t u = 0; u < kTile; ++u) acc[i][u] = hn::LoadU(df, acck + i * positions + (v0 + u) * N);
     for (size_t t = 0; t < rows; ++t) {
+      // The first tile's pass reads each row from memory; the later ones find it in cache.
+      if (v0 == 0 && t + kPrefetchRows < L.rows_ahead)
+        prefetch_range(L.codes + (t + kPrefetchRows) * L.stride, L.stride);
       VF x[kTile];
       decode_tile<B>(L.codes + t * L.stride, v0, table_vec, L.table, lanes, x);
 #pragma GCC unroll 4
@@ -428,8 +448,14 @@ void PackedCodeKernel::dot(const float* qk, size_t nq, const uint8_t* records, s
   for (size_t t0 = 0; t0 < n; t0 += kBlockTokens) {
     const size_t m = std::min(kBlockTokens, n - t0);
     const Block b = view_block(records, n, t0, m, f, scratch);
-    const Loop L{b.codes,  b.stride, vectors_, table_.data(), records + t0 * f.stride + f.scale_offset,
-                 f.stride, factor};
+    const Loop L{b.codes,
+                 b.stride,
+                 vectors_,
+                 table_.data(),
+                 records + t0 * f.stride + f.scale_offset,
+                 f.stride,
+                 factor,
+                 rows_in_place(b.codes, records, n, t0, f)};
     SignLoop S{};
     if (signs) {
       // The 1-bit kernel's rows cover every byte the natural-order mask loads read.
@@ -466,8 +492,14 @@ void PackedCodeKernel::accumulate(const float* w, size_t nq, const uint8_t* reco
   for (size_t t0 = 0; t0 < n; t0 += kBlockTokens) {
     const size_t m = std::min(kBlockTokens, n - t0);
     const Block b = view_block(records, n, t0, m, f, scratch);
-    const Loop L{b.codes,  b.stride, vectors_, table_.data(), records + t0 * f.stride + f.scale_offset,
-                 f.stride, factor};
+    const Loop L{b.codes,
+                 b.stride,
+                 vectors_,
+                 table_.data(),
+                 records + t0 * f.stride + f.scale_offset,
+                 f.stride,
+                 factor,
+                 rows_in_place(b.codes, records, n, t0, f)};
     for (size_t t = 0; t < m; ++t) scale[t] = row_scale(L, t);
     for (size_t i0 = 0; i0 < nq; i0 += kMaxQueries) {
       const size_t mq = std::min(kMaxQueries, nq - i0);
