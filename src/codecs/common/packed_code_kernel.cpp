@@ -59,11 +59,19 @@ struct Loop {
 // keeps memory busy while the rows before them are worked on.
 constexpr size_t kPrefetchRows = 32;
 
-// Loop::rows_ahead of a block whose rows start at `codes`: the records left from row t0 on when the
-// block is read in place, 0 when it is a scratch copy.
-size_t rows_in_place(const uint8_t* codes, const uint8_t* records, size_t n, size_t t0,
-                     const RecordFormat& f) {
-  return codes == records + t0 * f.stride + f.code_offset ? n - t0 : 0;
+// The loop over the block of records from t0 on whose rows view_block() gave: in place, or a
+// scratch copy (not prefetched).
+Loop block_loop(const uint8_t* codes, size_t stride, size_t vectors, const float* table,
+                const uint8_t* records, size_t n, size_t t0, const RecordFormat& f, float factor) {
+  const bool in_place = codes == records + t0 * f.stride + f.code_offset;
+  return {codes,
+          stride,
+          vectors,
+          table,
+          records + t0 * f.stride + f.scale_offset,
+          f.stride,
+          factor,
+          in_place ? n - t0 : 0};
 }
 
 HWY_INLINE float row_scale(const Loop& L, size_t t) {
@@ -448,14 +456,7 @@ void PackedCodeKernel::dot(const float* qk, size_t nq, const uint8_t* records, s
   for (size_t t0 = 0; t0 < n; t0 += kBlockTokens) {
     const size_t m = std::min(kBlockTokens, n - t0);
     const Block b = view_block(records, n, t0, m, f, scratch);
-    const Loop L{b.codes,
-                 b.stride,
-                 vectors_,
-                 table_.data(),
-                 records + t0 * f.stride + f.scale_offset,
-                 f.stride,
-                 factor,
-                 rows_in_place(b.codes, records, n, t0, f)};
+    const Loop L = block_loop(b.codes, b.stride, vectors_, table_.data(), records, n, t0, f, factor);
     SignLoop S{};
     if (signs) {
       // The 1-bit kernel's rows cover every byte the natural-order mask loads read.
@@ -492,14 +493,7 @@ void PackedCodeKernel::accumulate(const float* w, size_t nq, const uint8_t* reco
   for (size_t t0 = 0; t0 < n; t0 += kBlockTokens) {
     const size_t m = std::min(kBlockTokens, n - t0);
     const Block b = view_block(records, n, t0, m, f, scratch);
-    const Loop L{b.codes,
-                 b.stride,
-                 vectors_,
-                 table_.data(),
-                 records + t0 * f.stride + f.scale_offset,
-                 f.stride,
-                 factor,
-                 rows_in_place(b.codes, records, n, t0, f)};
+    const Loop L = block_loop(b.codes, b.stride, vectors_, table_.data(), records, n, t0, f, factor);
     for (size_t t = 0; t < m; ++t) scale[t] = row_scale(L, t);
     for (size_t i0 = 0; i0 < nq; i0 += kMaxQueries) {
       const size_t mq = std::min(kMaxQueries, nq - i0);
