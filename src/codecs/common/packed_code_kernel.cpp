@@ -39,8 +39,6 @@ float load_f32(const uint8_t* p) {
   return v;
 }
 
-HWY_INLINE float reduce(DF df, VF v) { return hn::GetLane(hn::SumOfLanes(df, v)); }
-
 // Everything the inner loops need, fixed for one call.
 struct Loop {
   const uint8_t* codes;  // first row of the block
