@@ -244,12 +244,9 @@ const Codec* KVCache::Impl::prefill_basis(size_t head, bool keys_wanted) const {
 }
 
 void KVCache::Impl::attend_decoded(size_t head, const Rows& q, float* out) const {
-  const size_t d = shape.head_dim, rows = q.rows, n = stored(head);
-  // Tokens visible to the last row of this chunk; earlier rows see fewer (causal).
-  const size_t visible = n - q.nq + q.first_token + (rows - 1) / q.group + 1;
+  const size_t d = shape.head_dim, n = stored(head);
   float* k = scratch(0, n * d);
   float* v = scratch(1, n * d);
-  float* p = scratch(2, rows * visible);
   // In a codec's own basis the queries and outputs are rotated once per row, not every token.
   const Codec* key_basis = prefill_basis(head, true);
   const Codec* value_basis = prefill_basis(head, false);
@@ -257,54 +254,68 @@ void KVCache::Impl::attend_decoded(size_t head, const Rows& q, float* out) const
   decode_side(head, false, value_basis, v);
   const float* queries = q.q;
   if (key_basis) {
-    float* rotated = scratch(3, rows * d);
-    std::copy_n(q.q, rows * d, rotated);
-    key_basis->queries_to_basis(rotated, rows);
+    float* rotated = scratch(3, q.rows * d);
+    std::copy_n(q.q, q.rows * d, rotated);
+    key_basis->queries_to_basis(rotated, q.rows);
     queries = rotated;
   }
   configure_blas();
   const auto ri = [](size_t x) { return static_cast<blasint>(x); };
   // The encoded tokens of a low-rank codec take only their basis_width() columns; the sinks and
   // the fp16 tail every column.
-  const auto segments = [&](const Codec* basis, size_t encoded) {
+  const auto segments = [&](const Codec* basis, size_t encoded, size_t visible) {
     const size_t width = basis ? basis->basis_width() : d;
     std::array<Segment, 3> seg{Segment{0, sinks, d}, Segment{sinks, encoded, width},
                                Segment{sinks + encoded, n - sinks - encoded, d}};
     for (Segment& g : seg) g.count = g.first < visible ? std::min(g.count, visible - g.first) : 0;
     return seg;
   };
-  if (key_basis == nullptr || key_basis->basis_width() == d) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ri(rows), ri(visible), ri(d), 1.0f, queries, ri(d),
-                k, ri(d), 0.0f, p, ri(visible));
-  } else {
-    for (const Segment& g : segments(key_basis, keys[head].encoded)) {
-      if (g.count == 0) continue;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ri(rows), ri(g.count), ri(g.width), 1.0f, queries,
-                  ri(d), k + g.first * d, ri(d), 0.0f, p + g.first, ri(visible));
+  // Query tokens per chunk, so that a chunk's scores stay within kScoreFloats.
+  const size_t per_chunk = std::max<size_t>(1, kScoreFloats / (q.group * n));
+  for (size_t t0 = 0; t0 * q.group < q.rows; t0 += per_chunk) {
+    Rows c = q;
+    c.q = q.q + t0 * q.group * d;
+    c.first_token = q.first_token + t0;
+    c.rows = std::min(per_chunk * q.group, q.rows - t0 * q.group);
+    const float* cq = queries + t0 * q.group * d;
+    float* co = out + t0 * q.group * d;
+    const size_t rows = c.rows;
+    // Tokens visible to the last row of this chunk; earlier rows see fewer (causal).
+    const size_t visible = n - c.nq + c.first_token + (rows - 1) / c.group + 1;
+    float* p = scratch(2, rows * visible);
+    if (key_basis == nullptr || key_basis->basis_width() == d) {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ri(rows), ri(visible), ri(d), 1.0f, cq, ri(d), k,
+                  ri(d), 0.0f, p, ri(visible));
+    } else {
+      for (const Segment& g : segments(key_basis, keys[head].encoded, visible)) {
+        if (g.count == 0) continue;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ri(rows), ri(g.count), ri(g.width), 1.0f, cq,
+                    ri(d), k + g.first * d, ri(d), 0.0f, p + g.first, ri(visible));
+      }
+    }
+    exclude_unselected(head, c, p, visible);
+    for (size_t r = 0; r < rows; ++r) {
+      const size_t seen = n - c.nq + c.first_token + r / c.group + 1, lo = window_start(head, seen);
+      float* row = p + r * visible;
+      cap_scores(row + lo, seen - lo);
+      simd::softmax(row + lo, seen - lo, nullptr, 0);
+      std::fill(row, row + lo, 0.0f);
+      std::fill(row + seen, row + visible, 0.0f);
+      if (c.observed(r)) add_to(c, 0, row, seen);
+    }
+    if (value_basis == nullptr || value_basis->basis_width() == d) {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ri(rows), ri(d), ri(visible), 1.0f, p,
+                  ri(visible), v, ri(d), 0.0f, co, ri(d));
+    } else {
+      std::fill_n(co, rows * d, 0.0f);
+      for (const Segment& g : segments(value_basis, values[head].encoded, visible)) {
+        if (g.count == 0) continue;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ri(rows), ri(g.width), ri(g.count), 1.0f,
+                    p + g.first, ri(visible), v + g.first * d, ri(d), 1.0f, co, ri(d));
+      }
     }
   }
-  exclude_unselected(head, q, p, visible);
-  for (size_t r = 0; r < rows; ++r) {
-    const size_t seen = n - q.nq + q.first_token + r / q.group + 1, lo = window_start(head, seen);
-    float* row = p + r * visible;
-    cap_scores(row + lo, seen - lo);
-    simd::softmax(row + lo, seen - lo, nullptr, 0);
-    std::fill(row, row + lo, 0.0f);
-    std::fill(row + seen, row + visible, 0.0f);
-    if (q.observed(r)) add_to(q, 0, row, seen);
-  }
-  if (value_basis == nullptr || value_basis->basis_width() == d) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ri(rows), ri(d), ri(visible), 1.0f, p, ri(visible),
-                v, ri(d), 0.0f, out, ri(d));
-  } else {
-    std::fill_n(out, rows * d, 0.0f);
-    for (const Segment& g : segments(value_basis, values[head].encoded)) {
-      if (g.count == 0) continue;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ri(rows), ri(g.width), ri(g.count), 1.0f,
-                  p + g.first, ri(visible), v + g.first * d, ri(d), 1.0f, out, ri(d));
-    }
-  }
-  if (value_basis) value_basis->from_basis(out, rows);
+  if (value_basis) value_basis->from_basis(out, q.rows);
 }
 
 void KVCache::Impl::attend_reference(size_t head, const Rows& q, float* out) const {

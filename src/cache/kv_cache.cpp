@@ -7,6 +7,7 @@
 #include "core/parallel.h"
 #include "veloxquant/calibration.h"
 #include "veloxquant/error.h"
+#include "veloxquant/threads.h"
 
 namespace veloxquant {
 namespace {
@@ -391,17 +392,25 @@ void KVCache::attend_into(const TensorView& q, float* out, AttendPath path,
   }
   const std::vector<float> qf = to_f32_checked(q, "queries");
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  // Bound the score matrix of one head to about 16M floats by processing query tokens in chunks.
-  const size_t chunk = std::max<size_t>(1, (size_t{1} << 24) / (group * most));
-  const size_t chunks = (nq + chunk - 1) / chunk;
+  // Bound the score matrix of one head to kScoreFloats by processing query tokens in chunks.
+  const size_t chunk = std::max<size_t>(1, kScoreFloats / (group * most));
+  const auto chunk_path = [&](size_t rows) {
+    if (path != AttendPath::Auto) return path;
+    return rows >= kDecodedRows ? AttendPath::Decoded : AttendPath::Fused;
+  };
+  // The decoded path decodes the whole stream per call, and chunks itself: with a head for every
+  // thread, one call per head then decodes each stream once rather than once per chunk.
+  const bool whole_heads = chunk_path(chunk * group) == AttendPath::Decoded &&
+                           h >= static_cast<size_t>(threads());
+  const size_t per_job = whole_heads ? nq : chunk, chunks = (nq + per_job - 1) / per_job;
   const size_t observed_from = !mass ? nq : peak ? 0 : nq - m.observed_queries(nq);
   // Each job adds its rows' probabilities into a buffer of its own; summed per head afterwards.
   std::vector<std::vector<float>> job_mass(mass ? h * chunks : 0);
   parallel_for(
       h * chunks,
       [&](size_t job) {
-        const size_t head = job / chunks, i0 = job % chunks * chunk;
-        const size_t ni = std::min(chunk, nq - i0), rows = ni * group;
+        const size_t head = job / chunks, i0 = job % chunks * per_job;
+        const size_t ni = std::min(per_job, nq - i0), rows = ni * group;
         float* qs = attend_scratch(4, rows * d);
         float* o = attend_scratch(5, rows * d);
         for (size_t i = 0; i < ni; ++i)
@@ -414,8 +423,7 @@ void KVCache::attend_into(const TensorView& q, float* out, AttendPath path,
           job_rows_mass = job_mass[job].data();
         }
         const Impl::Rows r{qs, rows, group, i0, nq, job_rows_mass, observed_from, peak};
-        AttendPath p = path;
-        if (p == AttendPath::Auto) p = rows >= kDecodedRows ? AttendPath::Decoded : AttendPath::Fused;
+        const AttendPath p = chunk_path(rows);
         if (p == AttendPath::Fused) m.attend_fused(head, r, o);
         else if (p == AttendPath::Decoded) m.attend_decoded(head, r, o);
         else m.attend_reference(head, r, o);

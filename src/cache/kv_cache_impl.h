@@ -18,6 +18,9 @@ float* attend_scratch(size_t slot, size_t n);
 // Below this many appended or encoded elements per call, the work stays on the calling thread: a
 // small model's decode step would spend more time waking threads than computing.
 inline constexpr size_t kParallelAppendElements = size_t{1} << 14;
+// The most attention scores (query rows x tokens) one head's call holds at once: past it the query
+// rows are taken in chunks.
+inline constexpr size_t kScoreFloats = size_t{1} << 24;
 
 struct KVCache::Impl {
   Spec spec;
@@ -178,7 +181,8 @@ struct KVCache::Impl {
   void exclude_unselected(size_t head, const Rows& q, float* p, size_t width) const;
   // Fused: scores and weighted sums straight from the codes.
   void attend_fused(size_t head, const Rows& q, float* out) const;
-  // Decoded: each head decoded once, then scores and outputs as matrix products.
+  // Decoded: each head decoded once, then scores and outputs as matrix products, in chunks of
+  // query rows within kScoreFloats.
   void attend_decoded(size_t head, const Rows& q, float* out) const;
   // Reference: decode everything to f32, then plain softmax attention.
   void attend_reference(size_t head, const Rows& q, float* out) const;

@@ -371,6 +371,28 @@ INSTANTIATE_TEST_SUITE_P(
                       // Many query rows, as in a prefill (AttendPath::Auto picks Decoded there).
                       AttnCase{2, 3, 16, {120, 80}, 150}));
 
+// 1100 query tokens of 8 query heads over 2048 tokens hold more scores than kScoreFloats (2^24):
+// the decoded path takes the rows in chunks, and each row must come out as it would alone. A
+// codec that decodes in its own basis (turboquant_mse) rotates the queries of every chunk.
+TEST(KVCache, DecodedPathTakesLongPrefillsInChunks) {
+  const size_t H = 4, group = 8, D = 16, n = 2048, nq = 1100, qh = H * group;
+  auto k = gaussian(n * H * D, 1), v = gaussian(n * H * D, 2);
+  const auto q = gaussian(nq * qh * D, 3);
+  std::vector<float> decoded(q.size(), std::nanf("")), ref(q.size(), std::nanf(""));
+  KVCache tq("turboquant_mse:bits=4,vbits=4", shape(H, D, 5));
+  tq.append(kv_view(k, n, H, D), kv_view(v, n, H, D));
+  tq.attend(TensorView::f32(q.data(), {nq, qh, D}), decoded.data(), AttendPath::Decoded);
+  tq.attend(TensorView::f32(q.data(), {nq, qh, D}), ref.data(), AttendPath::Reference);
+  EXPECT_LT(max_row_rel_err(decoded, std::vector<double>(ref.begin(), ref.end()), D), 1e-4);
+
+  KVCache fp16("fp16", shape(H, D, 5));
+  fp16.append(kv_view(k, n, H, D), kv_view(v, n, H, D));
+  fp16.attend(TensorView::f32(q.data(), {nq, qh, D}), decoded.data(), AttendPath::Decoded);
+  for (float& x : k) x = round_f16(x);
+  for (float& x : v) x = round_f16(x);
+  EXPECT_LT(max_row_rel_err(decoded, oracle(q, nq, qh, k, v, n, H, D), D), 1e-5);
+}
+
 TEST(KVCache, CausalMaskHidesFutureTokens) {
   // One-hot values: the output weight on token t is exactly the attention probability, so masked
   // tokens must contribute exactly zero.
