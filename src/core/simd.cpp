@@ -7,6 +7,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "core/prefetch.h"
 #include "veloxquant/tensor.h"
 
 namespace veloxquant::simd {
@@ -67,12 +68,20 @@ HWY_INLINE void dot_block(D df, const float* q, size_t dim, const T* k, size_t t
   }
 }
 
+// How far ahead of the rows being read the kernels ask for rows (core/prefetch.h): with one
+// query a kernel computes between its reads, and the hardware prefetchers stop at every page.
+constexpr size_t kPrefetchBytes = 4096;
+
 // Eight accumulators in all: rows per block shrink as queries per block grow.
 template <size_t M, class D, typename T>
 void dot_queries(D df, const float* q, const T* k, size_t n, size_t dim, float* scores) {
   constexpr size_t R = M == 1 ? 8 : M == 2 ? 4 : 2;
+  const size_t row_bytes = dim * sizeof(T), ahead = (kPrefetchBytes + row_bytes - 1) / row_bytes;
   size_t t = 0;
-  for (; t + R <= n; t += R) dot_block<M, R>(df, q, dim, k, t, n, scores);
+  for (; t + R <= n; t += R) {
+    if (t + ahead + R <= n) prefetch_range(k + (t + ahead) * dim, R * row_bytes);
+    dot_block<M, R>(df, q, dim, k, t, n, scores);
+  }
   for (; t < n; ++t) dot_block<M, 1>(df, q, dim, k, t, n, scores);
 }
 
@@ -100,9 +109,10 @@ void dot_rows(D df, const float* q, size_t nq, const T* k, size_t n, size_t dim,
 // out[j] += sum_t w[j][t] v[t] over rows [t0, t1) for M queries and the g column vectors from
 // column c0 (G_MAX at most: registers are reserved for G_MAX, the loops stop at g). The M * G_MAX outputs
 // stay in registers across the rows: storing them back per row would chain every FMA through memory.
+// Rows [t1, prefetch_end) of the next chunk are asked for one per row of this one.
 template <size_t M, size_t G_MAX, class D, typename T>
 HWY_INLINE void accumulate_block(D df, const float* const* w, const T* v, size_t dim, size_t t0, size_t t1,
-                                 size_t c0, size_t g, float* out) {
+                                 size_t c0, size_t g, size_t prefetch_end, float* out) {
   const size_t L = hn::Lanes(df);
   hn::Vec<D> acc[M][G_MAX];
   for (size_t j = 0; j < M; ++j) {
@@ -111,6 +121,7 @@ HWY_INLINE void accumulate_block(D df, const float* const* w, const T* v, size_t
     }
   }
   for (size_t t = t0; t < t1; ++t) {
+    if (t - t0 + t1 < prefetch_end) prefetch_range(v + (t - t0 + t1) * dim, dim * sizeof(T));
     hn::Vec<D> wv[M];
     for (size_t j = 0; j < M; ++j) wv[j] = hn::Set(df, w[j][t]);
     for (size_t i = 0; i < G_MAX; ++i) {
@@ -127,7 +138,8 @@ HWY_INLINE void accumulate_block(D df, const float* const* w, const T* v, size_t
 }
 
 // Rows go in chunks small enough to stay in L1 while every column group passes over them, so
-// the value rows stream from memory once. Each output still sums its rows in order t = 0..n-1.
+// the value rows stream from memory once; the first group's pass asks for the next chunk. Each
+// output still sums its rows in order t = 0..n-1.
 template <size_t M, class D, typename T>
 void accumulate_queries(D df, const float* const* w, const T* v, size_t n, size_t dim, float* out) {
   constexpr size_t G = M == 1 ? 8 : M == 2 ? 4 : 2;
@@ -137,7 +149,8 @@ void accumulate_queries(D df, const float* const* w, const T* v, size_t n, size_
   for (size_t t0 = 0; t0 < n; t0 += kChunkRows) {
     const size_t t1 = t0 + kChunkRows < n ? t0 + kChunkRows : n;
     for (size_t i0 = 0; i0 < vecs; i0 += G) {
-      accumulate_block<M, G>(df, w, v, dim, t0, t1, i0 * L, vecs - i0 < G ? vecs - i0 : G, out);
+      const size_t prefetch_end = i0 == 0 ? std::min(n, t1 + kChunkRows) : 0;
+      accumulate_block<M, G>(df, w, v, dim, t0, t1, i0 * L, vecs - i0 < G ? vecs - i0 : G, prefetch_end, out);
     }
   }
   for (size_t c = vecs * L; c < dim; ++c) {
