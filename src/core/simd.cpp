@@ -76,7 +76,9 @@ constexpr size_t kPrefetchBytes = 4096;
 template <size_t M, class D, typename T>
 void dot_queries(D df, const float* q, const T* k, size_t n, size_t dim, float* scores) {
   constexpr size_t R = M == 1 ? 8 : M == 2 ? 4 : 2;
-  const size_t row_bytes = dim * sizeof(T), ahead = (kPrefetchBytes + row_bytes - 1) / row_bytes;
+  // Empty rows (dim 0: a codec's empty channel split) score 0 and ask for nothing.
+  const size_t row_bytes = dim * sizeof(T),
+               ahead = row_bytes ? (kPrefetchBytes + row_bytes - 1) / row_bytes : 0;
   size_t t = 0;
   for (; t + R <= n; t += R) {
     if (t + ahead + R <= n) prefetch_range(k + (t + ahead) * dim, R * row_bytes);

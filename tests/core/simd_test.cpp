@@ -139,6 +139,18 @@ TEST(Simd, RowsWithZeroTokensDoNothing) {
   for (float x : s) EXPECT_EQ(x, 5.0f);
 }
 
+// A codec's channel split may leave a part empty (kitty's boosted channels): rows of no channels
+// score 0 and add nothing.
+TEST(Simd, RowsOfNoChannelsScoreZero) {
+  const std::vector<float> q(2, 1.0f), w(2 * 20, 1.0f);
+  const std::vector<uint16_t> k(1, 0);
+  std::vector<float> s(2 * 20, 5.0f), out(2, 3.0f);
+  simd::dot_f16_rows(q.data(), 2, k.data(), 20, 0, s.data());
+  for (float x : s) EXPECT_EQ(x, 0.0f);
+  simd::accumulate_f16_rows(w.data(), 2, k.data(), 20, 0, out.data());
+  for (float x : out) EXPECT_EQ(x, 3.0f);
+}
+
 TEST(Simd, HalfConversionsMatchScalar) {
   for (size_t n : kDims) {
     auto x = gaussian(n, 23 * n);
