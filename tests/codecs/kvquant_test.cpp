@@ -225,6 +225,21 @@ TEST(KvquantNuq, LayoutAndBytesAreTheDocumentedOnes) {
   EXPECT_EQ(bare.value->code_bytes(1), 36u);
 }
 
+// Each KV head's stream codec holds its own head's tables: a cache of two KV heads counts the
+// layer's tables once, as the prototype (every head's) does before the first token.
+TEST(KvquantNuq, ACacheCountsEachHeadsTablesOnce) {
+  const LayerShape shape = with_synthetic_calibration(parse_spec("kvquant_nuq"), LayerShape{2, 128, 0, 0}, 3);
+  const SyntheticKV w = make_synthetic_kv(10, 2, 128, 1, 1, 4);
+  KVCache cache(parse_spec("kvquant_nuq"), shape);
+  const size_t key_tables = 4 * 2 * (8 + 2 * 128), value_tables = 4 * 2 * 8;
+  EXPECT_EQ(cache.key_bytes(), key_tables);
+  EXPECT_EQ(cache.value_bytes(), value_tables);
+  cache.append(TensorView::f32(w.keys.data(), {10, 2, 128}), TensorView::f32(w.values.data(), {10, 2, 128}));
+  // Per KV head: 10 records and the first token's fp16 row.
+  EXPECT_EQ(cache.key_bytes(), key_tables + 2 * (10 * (48 + 4) + 256));
+  EXPECT_EQ(cache.value_bytes(), value_tables + 2 * (10 * (4 + 48 + 4) + 256));
+}
+
 TEST(KvquantNuq, CorruptCodesAreRefused) {
   const Fitted f("kvquant_nuq");
   const LayerCodecs c = f.codecs("kvquant_nuq");

@@ -37,8 +37,13 @@ KvquantCodec::KvquantCodec(size_t dim, Axis axis, const KvquantConfig& cfg, std:
 size_t KvquantCodec::slots_offset() const { return codes_offset() + packed_bytes(dim_, cfg_.bits); }
 
 size_t KvquantCodec::state_bytes() const {
+  // The prototype holds every KV head's tables; a stream's codec its own head's, so that a cache
+  // adding up its streams' codecs counts each head's tables once.
   size_t floats = 0;
-  for (const HeadTables& t : *heads_) floats += t.levels.size() + t.lo.size() + t.hi.size();
+  for (size_t h = 0; h < heads_->size(); ++h) {
+    const HeadTables& t = (*heads_)[h];
+    if (head_ == SIZE_MAX || head_ == h) floats += t.levels.size() + t.lo.size() + t.hi.size();
+  }
   return 4 * floats;
 }
 
