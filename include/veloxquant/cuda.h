@@ -45,6 +45,9 @@ struct CacheConfig {
                            // channels per value group; QJL: tokens sharing outlier channels)
   size_t residual = 0;     // windowed formats: newest tokens kept in fp16
   RopeParams rope;         // applied to keys on append; dims 0: none. Interleaved layout only.
+  // The method stores keys before RoPE (MethodInfo::keys_before_rope): they are appended as the
+  // model makes them, and `rope` turns token i to position i whenever they are read.
+  bool keys_before_rope = false;
   // The layer's attention beyond causal softmax (LayerShape's): a query sees only its newest
   // `window` tokens (0: every token), and scores are soft-capped at `softcap` (0: none).
   size_t window = 0;
@@ -56,12 +59,14 @@ struct CacheConfig {
 };
 
 // One (sequence, KV head) stream laid out exactly as the CPU cache's CacheStream: encoded codes,
-// then the fp16 rows of the residual window, oldest first.
+// then the fp16 rows of the residual window, oldest first, and the state the codec fitted to the
+// stream's tokens (kvquant_nuq's first token; empty for a format that keeps none).
 struct HostStream {
   std::vector<uint8_t> codes;
   size_t encoded = 0;
   std::vector<uint8_t> tail;
   size_t tail_tokens = 0;
+  std::vector<uint8_t> state;
 };
 
 // A layer's streams in the CPU layout: keys and values of stream b * kv_heads + h.

@@ -105,6 +105,8 @@ struct MethodInfo {
   // empty: they run it). Throws SpecError naming a parameter value the GPU form lacks. Unset: the
   // method runs on the CPU only. cuda::supports() (veloxquant/cuda.h) asks it.
   std::function<std::string(const Params&, const LayerShape&, cuda::CacheConfig&)> cuda_config = {};
+  // How the GPU's decode attention reads the cache, as `veloxquant methods` says it.
+  std::string cuda_attention = "on the codes";
 };
 
 // The quantizers (how tokens are stored) and the eviction policies (which tokens are kept).

@@ -41,6 +41,7 @@ CacheConfig device_cache_config(const Spec& spec, const LayerShape& shape, size_
   c.head_dim = shape.head_dim;
   c.capacity = capacity;
   c.rope.dims = 0;  // keys arrive rotated, as KVCache::append(k, v) takes them
+  c.keys_before_rope = spec.method->keys_before_rope;
   c.window = shape.window, c.softcap = shape.softcap;
   // A calibrated spec's artifacts= directory is read here when the caller has not, as KVCache does.
   const std::string format_problem = spec.method->cuda_config(spec.params, with_calibration(spec, shape), c);

@@ -84,9 +84,10 @@ Command add_methods_command(CLI::App& app) {
       for (size_t d : {64, 80, 96, 128, 256})
         if (cuda::supports(parse_spec(m.name), LayerShape{1, d, 0, 0}))
           dims += (dims.empty() ? "" : ", ") + std::to_string(d);
-      fmt::print("    cuda: {}\n", gpu ? "append and decode attention on the codes (head_dim " + dims + ")"
-                                   : m.cuda_config ? "at other settings; at the defaults: " + gpu.reason
-                                                   : std::string("CPU only"));
+      fmt::print("    cuda: {}\n",
+                 gpu ? "append and decode attention " + m.cuda_attention + " (head_dim " + dims + ")"
+                 : m.cuda_config ? "at other settings; at the defaults: " + gpu.reason
+                                 : std::string("CPU only"));
       if (m.cross_layer()) {
         const PairCodecs p = m.make_pair(parse_spec(m.name).params, LayerShape{1, kDim, 0, 0, 2});
         fmt::print("    cross-layer: {:.2f} bits/element over a pair of layers (above: a layer outside "

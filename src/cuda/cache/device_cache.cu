@@ -53,8 +53,14 @@ struct DeviceCache::Impl {
   float hadamard_scale() const { return 1.0f / std::sqrt(static_cast<float>(config.head_dim)); }
   size_t code_bytes(bool key, size_t n) const { return key ? format->key_code_bytes(n) : format->value_code_bytes(n); }
 
-  void allocate(StreamView& s, size_t bytes_per_stream, int ring_tokens, int block, int wrap) {
+  void allocate(StreamView& s, size_t bytes_per_stream, int ring_tokens, int block, int wrap,
+                size_t state_bytes) {
     s.stream_bytes = round_up(bytes_per_stream, 256);
+    s.state_bytes = state_bytes;
+    if (state_bytes > 0) {
+      VQ_CUDA_CHECK(cudaMalloc(&s.state, state_bytes * streams()));
+      VQ_CUDA_CHECK(cudaMemset(s.state, 0, state_bytes * streams()));
+    }
     s.wrap_tokens = wrap;
     VQ_CUDA_CHECK(cudaMalloc(&s.codes, s.stream_bytes * streams()));
     VQ_CUDA_CHECK(cudaMemset(s.codes, 0, s.stream_bytes * streams()));
@@ -132,10 +138,12 @@ struct DeviceCache::Impl {
     launch_combine(cp, static_cast<int>(c.batch * queries), hadamard_scale(), s);
   }
 
-  // Bytes of one direction of one stream: the codes it holds and residual rows.
+  // Bytes of one direction of one stream: the codes it holds, residual rows and, once it holds a
+  // token, its fitted state.
   size_t stream_payload(bool key) const {
     const size_t e = encoded(key ? key_block() : value_block()), wrap = keys.wrap_tokens;
-    return code_bytes(key, wrap > 0 ? std::min(e, wrap) : e) + (tokens - e) * config.head_dim * 2;
+    const size_t state = tokens > 0 ? (key ? keys : values).state_bytes : 0;
+    return code_bytes(key, wrap > 0 ? std::min(e, wrap) : e) + (tokens - e) * config.head_dim * 2 + state;
   }
 
   // Bytes one direction stores, counted as KVCache::key_bytes()/value_bytes() count them: every
@@ -156,6 +164,11 @@ struct DeviceCache::Impl {
     out.codes.resize(code_bytes(key, out.encoded));
     VQ_CUDA_CHECK(cudaMemcpy(out.codes.data(), s.codes + seq * s.stream_bytes, out.codes.size(), cudaMemcpyDeviceToHost));
     out.tail_tokens = tokens - out.encoded;
+    if (tokens > 0 && s.state_bytes > 0) {
+      out.state.resize(s.state_bytes);
+      VQ_CUDA_CHECK(
+          cudaMemcpy(out.state.data(), s.state + seq * s.state_bytes, s.state_bytes, cudaMemcpyDeviceToHost));
+    }
     out.tail.resize(out.tail_tokens * d * 2);
     for (size_t t = out.encoded; t < tokens; ++t) {
       const uint16_t* row = s.ring + (seq * s.ring_tokens + t % s.ring_tokens) * d;
@@ -178,6 +191,14 @@ struct DeviceCache::Impl {
     for (size_t i = 0; i < in.size(); ++i) {
       const HostStream& h = in[i];
       const size_t code_bytes_now = code_bytes(key, e), tail_bytes = (n - e) * config.head_dim * 2;
+      const size_t state_now = n > 0 ? s.state_bytes : 0;
+      if (h.state.size() != state_now) {
+        throw Error("cuda cache upload: stream " + std::to_string(i) + " of " + what + " holds " +
+                    std::to_string(h.state.size()) + " bytes of fitted state; expected " +
+                    std::to_string(state_now) +
+                    (s.state_bytes > 0 ? " (the state of the " + config.format + " format's streams)"
+                                       : " (the " + config.format + " format fits no state to a stream)"));
+      }
       if (h.encoded != e || h.tail_tokens != n - e || h.codes.size() != code_bytes_now ||
           h.tail.size() != tail_bytes) {
         throw Error("cuda cache upload: stream " + std::to_string(i) + " of " + what + " holds " +
@@ -196,6 +217,9 @@ struct DeviceCache::Impl {
       const HostStream& h = in[seq];
       VQ_CUDA_CHECK(
           cudaMemcpy(s.codes + seq * s.stream_bytes, h.codes.data(), h.codes.size(), cudaMemcpyHostToDevice));
+      if (!h.state.empty())
+        VQ_CUDA_CHECK(cudaMemcpy(s.state + seq * s.state_bytes, h.state.data(), h.state.size(),
+                                 cudaMemcpyHostToDevice));
       for (size_t t = h.encoded; t < h.encoded + h.tail_tokens; ++t) {
         uint16_t* row = s.ring + (seq * s.ring_tokens + t % s.ring_tokens) * d;
         VQ_CUDA_CHECK(
@@ -222,9 +246,9 @@ DeviceCache::DeviceCache(const CacheConfig& config) : impl_(std::make_unique<Imp
   const int wrap = span < cap ? static_cast<int>(span) : 0;
   const bool rings = m.format->windowed();
   m.allocate(m.keys, m.format->key_code_bytes(span), rings ? m.residual() + m.key_block() : 0, m.key_block(),
-             wrap);
+             wrap, m.format->stream_state_bytes(true));
   m.allocate(m.values, m.format->value_code_bytes(span), rings ? m.residual() + m.value_block() : 0,
-             m.value_block(), wrap);
+             m.value_block(), wrap, m.format->stream_state_bytes(false));
   // The CPU's apply_rope frequencies, from the same function.
   const size_t half = config.rope.dims / 2;
   std::vector<double> inv_freq(std::max<size_t>(half, 1));
@@ -236,7 +260,8 @@ DeviceCache::~DeviceCache() {
   Impl& m = *impl_;
   // Destructors do not throw: a failing cudaFree here has nothing left to report to.
   for (void* p : {static_cast<void*>(m.keys.codes), static_cast<void*>(m.values.codes),
-                  static_cast<void*>(m.keys.ring), static_cast<void*>(m.values.ring)}) {
+                  static_cast<void*>(m.keys.ring), static_cast<void*>(m.values.ring),
+                  static_cast<void*>(m.keys.state), static_cast<void*>(m.values.state)}) {
     if (p != nullptr) cudaFree(p);
   }
 }

@@ -31,6 +31,9 @@ class DeviceFormat {
   virtual size_t value_code_bytes(size_t n) const = 0;
   // State stored once per sequence, counted as KVCache counts it (codebooks, signs, sketches).
   virtual size_t shared_bytes(bool /*key*/) const { return 0; }
+  // State each stream fits to its own tokens (the CPU codec's CacheStream::state), kept in
+  // StreamView::state from the first append on; 0: none.
+  virtual size_t stream_state_bytes(bool /*key*/) const { return 0; }
   // Encodes p.n tokens per stream (keys rotated first when p.rope_half > 0): one launch.
   virtual void append(const AppendParams& p, int batch, cudaStream_t stream) const = 0;
   // The attention kernel for p's shape, with the format's arguments put into p.format.

@@ -24,6 +24,10 @@ struct StreamView {
   int ring_tokens = 0;
   int block_tokens = 1;  // tokens the codec encodes together (KIVI and QJL keys: group, values: 4)
   int wrap_tokens = 0;   // > 0: the codes' span in tokens, a multiple of every block and of 32
+  // A state per stream, state_bytes each, that the format fits to the stream's tokens (the CPU
+  // codec's CacheStream::state: KVQuant's first token); null when the format keeps none.
+  uint8_t* state = nullptr;
+  size_t state_bytes = 0;
   // Where token t's codes sit, in tokens from the stream's start.
   __host__ __device__ int slot(int t) const { return wrap_tokens > 0 ? t % wrap_tokens : t; }
 };

@@ -103,13 +103,15 @@ struct DeviceDecoder::Impl {
                                  CUBLAS_GEMM_DEFAULT));
   }
 
-  // Queries (scaled as the shape says) or keys of layer l, rotated and rounded to fp16.
-  void rope(size_t l, const float* in, int n, int heads, bool queries, __half* out) const {
+  // Queries (scaled as the shape says) or keys of layer l, rotated (but keys a cache turns itself)
+  // and rounded to fp16.
+  void rope(size_t l, const float* in, int n, int heads, bool queries, __half* out,
+            bool unrotated = false) const {
     const RopeParams& rope = shape.ropes[l];
     RopeRows r;
     r.x = in, r.n = n, r.batch = static_cast<int>(batch), r.heads = heads, r.head_dim = static_cast<int>(shape.head_dim);
     r.positions = positions.ptr, r.inv_freq = layers[l].inv_freq.ptr;
-    r.rope_half = static_cast<int>(rope.dims / 2);
+    r.rope_half = unrotated ? 0 : static_cast<int>(rope.dims / 2);
     r.magnitude = rope.magnitude;
     r.neox = rope.layout == RopeLayout::Neox;
     r.head_major = !queries, r.out = out;
@@ -144,7 +146,7 @@ struct DeviceDecoder::Impl {
       launch_rms_norm(kf.ptr, w.k_norm.ptr, rows * hkv, hd, shape.rms_eps, kf.ptr, stream);
     }
     rope(l, qf.ptr, n, hq, true, q16.ptr);
-    rope(l, kf.ptr, n, hkv, false, k16.ptr);
+    rope(l, kf.ptr, n, hkv, false, k16.ptr, cache_configs[l].keys_before_rope);
     RopeRows values;  // values only change layout: no pair is rotated
     values.x = vf.ptr, values.n = n, values.batch = static_cast<int>(batch), values.heads = hkv, values.head_dim = hd;
     values.head_major = true, values.out = v16.ptr;
@@ -190,7 +192,11 @@ struct DeviceDecoder::Impl {
 
   void make_caches() {
     caches.clear();
-    for (const CacheConfig& c : cache_configs) caches.push_back(std::make_unique<DeviceCache>(c));
+    for (size_t l = 0; l < cache_configs.size(); ++l) {
+      CacheConfig c = cache_configs[l];
+      if (c.keys_before_rope) c.rope = shape.ropes[l];  // the cache turns its keys when it reads them
+      caches.push_back(std::make_unique<DeviceCache>(c));
+    }
     tokens = 0;
   }
 };

@@ -60,28 +60,24 @@ class CudaForward final : public DeviceForward {
     for (size_t l = 0; l < caches.size(); ++l) {
       const bool spec_states = caches[l].states_from_spec();
       for (const CacheStream& s : caches[l].key_streams())
-        layers[l].keys.push_back(cpu_to_host(s, l, spec_states));
+        layers[l].keys.push_back(cpu_to_host(s, spec_states));
       for (const CacheStream& s : caches[l].value_streams())
-        layers[l].values.push_back(cpu_to_host(s, l, spec_states));
+        layers[l].values.push_back(cpu_to_host(s, spec_states));
     }
     decoder_.restore(tokens, layers);
   }
 
  private:
-  // Without fitted state: KVCache::restore gives a stream the spec's (vecinfer's tables).
+  // A state the GPU keeps (kvquant_nuq's first token) comes with the stream; one it takes from the
+  // spec instead is left empty, and KVCache::restore gives the stream the spec's (vecinfer's tables).
   static CacheStream host_to_cpu(cuda::HostStream s) {
-    return CacheStream{{}, std::move(s.codes), s.encoded, std::move(s.tail), s.tail_tokens};
+    return CacheStream{std::move(s.state), std::move(s.codes), s.encoded, std::move(s.tail), s.tail_tokens};
   }
-  // The GPU keeps a method's tables from the spec, not per stream: a stream's state is dropped
-  // when it is the spec's (KVCache::restore checked it), and refused when it was fitted to tokens.
-  static cuda::HostStream cpu_to_host(const CacheStream& s, size_t layer, bool spec_states) {
-    if (!s.state.empty() && !spec_states) {
-      throw Error("device cuda: layer " + std::to_string(layer) + "'s streams hold " +
-                  std::to_string(s.state.size()) +
-                  " bytes of fitted state, which the CUDA caches do not keep; expected a method without "
-                  "per-stream fits");
-    }
-    return cuda::HostStream{s.codes, s.encoded, s.tail, s.tail_tokens};
+  // A state that is the spec's (KVCache::restore checked it) is dropped; one fitted to the tokens
+  // goes along, and the device cache refuses it when its format keeps none.
+  static cuda::HostStream cpu_to_host(const CacheStream& s, bool spec_states) {
+    return cuda::HostStream{s.codes, s.encoded, s.tail, s.tail_tokens,
+                            spec_states ? std::vector<uint8_t>{} : s.state};
   }
   static size_t matrix_bytes(const cuda::DecoderWeights& w) {
     size_t n = w.token_embd.size() + w.output.size();
