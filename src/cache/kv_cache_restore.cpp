@@ -91,7 +91,12 @@ std::vector<std::unique_ptr<Codec>> fitted_codecs(const Codec& prototype, std::v
     stored += s.state.size();
   }
   std::vector<std::unique_ptr<Codec>> fitted;
-  if (stored == 0) return fitted;
+  // A codec fitted per stream to states of no bytes (kvquant_nuq without its sink: the fit only
+  // picks each KV head's tables) has its states, empty ones, once a stream holds codes.
+  const bool empty_states = prototype.fits_streams() && prototype.stream_state_bytes() == 0 &&
+                            std::any_of(streams.begin(), streams.end(),
+                                        [](const CacheStream& s) { return s.encoded > 0; });
+  if (stored == 0 && !empty_states) return fitted;
   if (!prototype.fits_streams()) {
     throw Error(fmt::format("{} hold {} bytes of fitted state; expected none (the codec is not "
                             "fitted per stream)", what, stored));

@@ -225,6 +225,24 @@ TEST(KvquantNuq, LayoutAndBytesAreTheDocumentedOnes) {
   EXPECT_EQ(bare.value->code_bytes(1), 36u);
 }
 
+// Without the sink a stream's fitted state holds no bytes (the fit only picks its KV head's
+// tables): a cache restored from the streams still gets each head's codec and attends as the
+// original does.
+TEST(KvquantNuq, StreamsWithoutTheSinkRestore) {
+  const std::string spec = "kvquant_nuq:sink=false";
+  const LayerShape shape = with_synthetic_calibration(parse_spec(spec), LayerShape{2, 128, 0, 0}, 3);
+  const SyntheticKV w = make_synthetic_kv(40, 2, 128, 4, 1, 5);
+  KVCache cache(parse_spec(spec), shape);
+  cache.append(TensorView::f32(w.keys.data(), {40, 2, 128}), TensorView::f32(w.values.data(), {40, 2, 128}));
+  ASSERT_TRUE(cache.key_streams()[0].state.empty());
+  KVCache restored(parse_spec(spec), shape);
+  restored.restore(cache.key_streams(), cache.value_streams());
+  std::vector<float> a(8 * 128), b(8 * 128);
+  cache.attend(TensorView::f32(w.queries.data(), {1, 8, 128}), a.data());
+  restored.attend(TensorView::f32(w.queries.data(), {1, 8, 128}), b.data());
+  EXPECT_EQ(a, b);
+}
+
 // Each KV head's stream codec holds its own head's tables: a cache of two KV heads counts the
 // layer's tables once, as the prototype (every head's) does before the first token.
 TEST(KvquantNuq, ACacheCountsEachHeadsTablesOnce) {
