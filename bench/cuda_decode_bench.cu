@@ -1,6 +1,7 @@
 // CUDA decode benchmark: fused decode attention over compressed caches (KIVI 2/4-bit,
 // TurboQuant-MSE and TurboQuant-prod 2/3/4-bit, QJL keys with 2/4-bit values, VecInfer's 1-bit
-// product-VQ keys with 4-bit values) and over our fp16 cache, plus quantize-on-append against a plain fp16
+// product-VQ keys with 4-bit values, kvquant_nuq's 3-bit records decoded tile by tile, keys turned
+// by RoPE as they are read) and over our fp16 cache, plus quantize-on-append against a plain fp16
 // store of the same token. Writes JSON lines (one record per measurement) to --out; the driver
 // bench/cuda/run_h200.sh adds PyTorch SDPA on the same shapes and writes the report.
 //
@@ -27,6 +28,7 @@
 #include "core/lloyd_max.h"
 #include "core/rng.h"
 #include "cuda/common/check.cuh"
+#include "cuda/kvquant/kvquant_rules.h"
 #include "cuda/qjl/qjl_rules.h"
 #include "cuda/turboquant/turboquant_rules.h"
 #include "cuda/vecinfer/vecinfer_rules.h"
@@ -116,6 +118,18 @@ vc::CacheConfig config_for(const Method& m, size_t batch, size_t capacity) {
     t->values.value_centroids = values.centroids, t->values.value_boundaries = values.boundaries;
     c.tables = std::move(t);
   }
+  if (m.format == "kvquant_nuq") {  // kvquant_nuq's defaults, an even grid over +-3 (speed only)
+    auto t = std::make_shared<vc::KvquantTables>();
+    t->outliers = 1, t->sink = true;
+    const size_t levels = size_t{1} << m.bits;
+    for (size_t h = 0; h < kKvHeads; ++h)
+      for (size_t i = 0; i < levels; ++i)
+        t->key_levels.push_back(-1.0f + 2.0f * float(i) / float(levels - 1));
+    t->value_levels = t->key_levels;
+    t->key_lo.assign(kKvHeads * kDim, -3.0f), t->key_hi.assign(kKvHeads * kDim, 3.0f);
+    c.tables = std::move(t);
+    c.keys_before_rope = true;
+  }
   if (m.format == "qjl") {  // qjl's defaults at head_dim 128
     auto t = std::make_shared<vc::QjlTables>();
     vq::Rng rng(vq::derive_seed(0, {0, 4}));
@@ -185,7 +199,8 @@ int main(int argc, char** argv) {
                                        {"tq_rvq2", "turboquant_rvq", 4},
                                        {"qjl2", "qjl", 2},
                                        {"qjl4", "qjl", 4},
-                                       {"vecinfer4", "vecinfer", 4}};
+                                       {"vecinfer4", "vecinfer", 4},
+                                       {"kvquant3", "kvquant_nuq", 3}};
   const std::vector<size_t> batches = {1, 8};
   const std::vector<size_t> lengths = quick ? std::vector<size_t>{4096, 131072} : std::vector<size_t>{4096, 32768, 131072};
   try {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/rotation.h"
+#include "cuda/kvquant/kvquant_rules.h"
 #include "cuda/qjl/qjl_rules.h"
 #include "cuda/turboquant/turboquant_rules.h"
 #include "cuda/vecinfer/vecinfer_rules.h"
@@ -116,7 +117,9 @@ TEST(DeviceCacheConfig, SupportsIsTheConfigurationsAnswer) {
   std::string listed;
   for (const MethodInfo& m : registered_methods())
     if (m.cuda_config) listed += (listed.empty() ? "" : ", ") + m.name;
-  EXPECT_EQ(listed, "fp16, kivi, turboquant_mse, turboquant_prod, turboquant_rvq, qjl, vecinfer, ratequant");
+  EXPECT_EQ(
+      listed,
+      "fp16, kivi, turboquant_mse, turboquant_prod, turboquant_rvq, qjl, kvquant_nuq, vecinfer, ratequant");
   EXPECT_CONTAINS(cuda::supports(parse_spec("palu"), kShape).reason, "the CUDA backend runs " + listed + "; palu");
 }
 
@@ -346,6 +349,59 @@ TEST(DeviceCacheConfig, VecinferTablesReproduceTheCpuCodec) {
   EXPECT_TRUE(cuda::supports(parse_spec("vecinfer:dims=16"), LayerShape{2, 256, 0, 1}));
   EXPECT_TRUE(
       cuda::supports(parse_spec("vecinfer:vbits=3"), LayerShape{2, 80, 0, 1}));  // 34-byte value records
+}
+
+// kvquant_nuq: the artifact's tables, every KV head's, as the CPU codecs decode with them (each
+// key element mid + half x level through its channel's range), and keys marked as stored before
+// RoPE. Appended without RoPE here, so the CPU's decoded keys are the stored ones.
+TEST(DeviceCacheConfig, KvquantTablesAreTheCodecsAndKeysStayBeforeRope) {
+  const std::string spec = "kvquant_nuq:bits=3";
+  LayerShape shape{2, kDim, 3, 11, 6};
+  EXPECT_TRUE(cuda::supports(parse_spec(spec), shape));  // the settings alone
+  const size_t calibration_tokens = 600, d = kDim;
+  shape.calibration = calibrate_on_samples(parse_spec(spec),
+                                           {test::gaussian(calibration_tokens * 2 * d, 7),
+                                            test::gaussian(calibration_tokens * 2 * d, 8), calibration_tokens,
+                                            2, d, 0},
+                                           6);
+  const cuda::CacheConfig c = device_cache_config(spec, shape, 1, 64);
+  ASSERT_EQ(c.format, "kvquant_nuq");
+  EXPECT_EQ(c.bits, 3u);
+  EXPECT_TRUE(c.keys_before_rope);
+  EXPECT_FALSE(device_cache_config("kivi", shape, 1, 64).keys_before_rope);
+  const auto* tables = cuda::tables_of<cuda::KvquantTables>(c);
+  ASSERT_NE(tables, nullptr);
+  const cuda::KvquantTables& t = *tables;
+  EXPECT_EQ(t.outliers, 1u);  // round(0.01 x 128)
+  EXPECT_TRUE(t.sink);
+  ASSERT_EQ(t.key_levels.size(), 2u * 8);
+  ASSERT_EQ(t.key_lo.size(), 2 * d);
+
+  const size_t tokens = 16;
+  KVCache cache(spec, shape);
+  const std::vector<float> k = test::gaussian(tokens * 2 * d, 9), v = test::gaussian(tokens * 2 * d, 10);
+  cache.append(TensorView::f32(k.data(), {tokens, 2, d}), TensorView::f32(v.data(), {tokens, 2, d}));
+  const std::vector<float> decoded = cache.decode_keys();
+  const cuda::KvquantRecord record = cuda::kvquant_record(c, t.outliers, t.sink, false);
+  for (size_t h = 0; h < 2; ++h) {
+    const std::vector<uint8_t>& codes = cache.key_streams()[h].codes;
+    ASSERT_EQ(codes.size(), tokens * record.bytes());
+    for (size_t tok = 1; tok < tokens; ++tok) {  // token 0 is the stream's first, kept exact
+      const uint8_t* rec = codes.data() + tok * record.bytes();
+      const size_t outlier = rec[record.slots_offset()] | rec[record.slots_offset() + 1] << 8;
+      for (size_t ch = 0; ch < d; ++ch) {
+        if (ch == outlier) continue;
+        const size_t bit = ch * 3, code = (rec[bit / 8] | rec[bit / 8 + 1] << 8) >> (bit % 8) & 7u;
+        const float lo = t.key_lo[h * d + ch], hi = t.key_hi[h * d + ch];
+        const float expected = (lo + hi) * 0.5f + (hi - lo) * 0.5f * t.key_levels[h * 8 + code];
+        EXPECT_FLOAT_EQ(decoded[(tok * 2 + h) * d + ch], expected)
+            << "KV head " << h << " token " << tok << " channel " << ch;
+      }
+    }
+  }
+  // Records past what an attention block's shared memory holds are refused, naming the setting.
+  EXPECT_CONTAINS(cuda::supports(parse_spec("kvquant_nuq:outliers=0.5"), LayerShape{2, 256, 0, 1}).reason,
+                  "a smaller outliers= fits");
 }
 
 // ratequant: its inner quantizer's GPU form at the layer's width, when the layer's heads share one.

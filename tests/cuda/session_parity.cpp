@@ -111,6 +111,15 @@ TEST_F(GpuSessionFiles, VecinferFilesCarryTheArtifactsTables) {
   check_files_move("vecinfer:artifacts=" + path("cal"));
 }
 
+// kvquant_nuq's streams keep their first token as fitted state, on the GPU as on the CPU: the
+// files carry it both ways, and the keys, stored before RoPE, are turned to their positions when read.
+TEST_F(GpuSessionFiles, KvquantFilesCarryEachStreamsFirstToken) {
+  const CalibrationArtifact artifact = calibrate(model(), prompt(1024), parse_spec("kvquant_nuq"),
+                                                 CalibrateOptions{.context = 512, .max_tokens = 1024});
+  save_calibration(artifact, path("cal"));
+  check_files_move("kvquant_nuq:artifacts=" + path("cal"));
+}
+
 INSTANTIATE_TEST_SUITE_P(Methods, GpuSession,
                          testing::Values("fp16", "kivi:kbits=2,vbits=2,residual=64", "kivi:kbits=4,vbits=4",
                                          "turboquant_mse:bits=4,vbits=4", "turboquant_prod:bits=3,vbits=3",

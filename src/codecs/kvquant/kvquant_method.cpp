@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 
 #include "codecs/common/artifacts_param.h"
 #include "codecs/kvquant/kvquant_codec.h"
 #include "codecs/kvquant/kvquant_fit.h"
 #include "codecs/kvquant/method.h"
+#include "cuda/kvquant/kvquant_rules.h"
 #include "veloxquant/calibration.h"
 #include "veloxquant/error.h"
 
@@ -66,10 +68,14 @@ LayerCalibration fit(const Params& p, const CalibrationSamples& s) {
   return out;
 }
 
-LayerCodecs make(const Params& p, const LayerShape& s) {
-  const kvquant::FitConfig cfg = fit_config(p, s.head_dim);
+struct LayerTables {
+  std::vector<kvquant::HeadTables> keys, values;  // one per KV head
+};
+
+// Every KV head's tables of the layer, from the shape's calibration artifact, checked.
+LayerTables layer_tables(const Params& p, const LayerShape& s, unsigned bits) {
   const LayerCalibration& cal = layer_calibration(kName, p, s);
-  const size_t levels = size_t{1} << cfg.bits, d = s.head_dim;
+  const size_t levels = size_t{1} << bits, d = s.head_dim;
   std::vector<kvquant::HeadTables> keys(s.kv_heads), values(s.kv_heads);
   for (size_t h = 0; h < s.kv_heads; ++h) {
     if (h < cal.heads.size() && cal.heads[h].contains("key.lo") && !cal.heads[h].contains(kKeyLo)) {
@@ -91,11 +97,42 @@ LayerCodecs make(const Params& p, const LayerShape& s) {
     keys[h].hi.assign(hi.begin(), hi.end());
     values[h].levels = levels_from(cal, h, "value.levels", levels);
   }
+  return {std::move(keys), std::move(values)};
+}
+
+LayerCodecs make(const Params& p, const LayerShape& s) {
+  const kvquant::FitConfig cfg = fit_config(p, s.head_dim);
+  LayerTables t = layer_tables(p, s, cfg.bits);
   const kvquant::KvquantConfig codec{cfg.bits, cfg.outliers, cfg.sink};
   LayerCodecs c;
-  c.key = std::make_unique<kvquant::KvquantCodec>(d, kvquant::Axis::PerChannel, codec, std::move(keys));
-  c.value = std::make_unique<kvquant::KvquantCodec>(d, kvquant::Axis::PerToken, codec, std::move(values));
+  c.key = std::make_unique<kvquant::KvquantCodec>(s.head_dim, kvquant::Axis::PerChannel, codec,
+                                                  std::move(t.keys));
+  c.value = std::make_unique<kvquant::KvquantCodec>(s.head_dim, kvquant::Axis::PerToken, codec,
+                                                    std::move(t.values));
   return c;
+}
+
+// The GPU form (cuda/kvquant/): the same records and tables. Without the artifact at hand (a
+// question about the shape alone, as `veloxquant methods` asks) only the settings are checked, and
+// a cache built so is refused, as on the CPU, for want of its calibration.
+std::string cuda_config(const Params& p, const LayerShape& s, cuda::CacheConfig& c) {
+  const kvquant::FitConfig cfg = fit_config(p, s.head_dim);
+  c.format = kName;
+  c.bits = cfg.bits;
+  if (std::string problem = cuda::kvquant_shape_problem(c, cfg.outliers, cfg.sink); !problem.empty())
+    return problem;
+  if (!s.calibration) return {};
+  const LayerTables t = layer_tables(p, s, cfg.bits);
+  auto d = std::make_shared<cuda::KvquantTables>();
+  d->outliers = cfg.outliers, d->sink = cfg.sink;
+  for (size_t h = 0; h < s.kv_heads; ++h) {
+    d->key_levels.insert(d->key_levels.end(), t.keys[h].levels.begin(), t.keys[h].levels.end());
+    d->key_lo.insert(d->key_lo.end(), t.keys[h].lo.begin(), t.keys[h].lo.end());
+    d->key_hi.insert(d->key_hi.end(), t.keys[h].hi.begin(), t.keys[h].hi.end());
+    d->value_levels.insert(d->value_levels.end(), t.values[h].levels.begin(), t.values[h].levels.end());
+  }
+  c.tables = std::move(d);
+  return cuda::kvquant_problem(c);
 }
 
 }  // namespace
@@ -118,6 +155,8 @@ MethodInfo kvquant_nuq_method() {
   };
   m.make = make;
   m.fit = fit;
+  m.cuda_config = cuda_config;
+  m.cuda_attention = "on fp16 rows decoded from the codes tile by tile in shared memory";
   // The paper quantizes keys before RoPE: a channel pair keeps one distribution there, while after
   // RoPE it turns with the position, past what a calibration context has seen.
   m.keys_before_rope = true;

@@ -89,15 +89,14 @@ __device__ void attend_tile_values(float (&s)[2][4], const uint4* vt, float scal
   __syncwarp();
 }
 
-// One tile of fp16 rows: keys kt and values vt (Fp16Tile layout), then attend_tile_values.
+// The scores of a tile of fp16 key rows kt (Fp16Tile layout) against the query fragments bq, in
+// the C layout, before the softmax scale.
 template <int D>
-__device__ void attend_fp16_tile(const uint4* kt, const uint4* vt, const uint32_t (&bq)[D / 16][2],
-                                 float scale, int first_token, const ScoreMask& mask, TcSoftmax& st,
-                                 float (&acc)[D / 16][4], float* pt, const MmaLane& ln) {
+__device__ void fp16_tile_scores(const uint4* kt, const uint32_t (&bq)[D / 16][2], float (&s)[2][4],
+                                 const MmaLane& ln) {
   using Tile = Fp16Tile<D>;
   // ldmatrix row addresses: lane i gives row i % 8 of matrix i / 8.
   const int lane = ln.g * 4 + ln.t, mat = lane / 8, row = lane % 8;
-  float s[2][4] = {};
 #pragma unroll
   for (int k = 0; k < D / 16; ++k) {
 #pragma unroll
@@ -107,6 +106,15 @@ __device__ void attend_fp16_tile(const uint4* kt, const uint4* vt, const uint32_
       mma_16816(s[h], a, bq[k]);
     }
   }
+}
+
+// One tile of fp16 rows: keys kt and values vt (Fp16Tile layout), then attend_tile_values.
+template <int D>
+__device__ void attend_fp16_tile(const uint4* kt, const uint4* vt, const uint32_t (&bq)[D / 16][2],
+                                 float scale, int first_token, const ScoreMask& mask, TcSoftmax& st,
+                                 float (&acc)[D / 16][4], float* pt, const MmaLane& ln) {
+  float s[2][4] = {};
+  fp16_tile_scores<D>(kt, bq, s, ln);
   attend_tile_values<D>(s, vt, scale, first_token, mask, st, acc, pt, ln);
 }
 
