@@ -58,13 +58,15 @@ std::string stream_layout_error(const CacheStream& s, size_t block,
   return "";
 }
 
+bool any_encoded(const std::vector<CacheStream>& streams) {
+  return std::any_of(streams.begin(), streams.end(), [](const CacheStream& s) { return s.encoded > 0; });
+}
+
 // A codec whose states come from the spec (Codec::states_from_spec) has them once any stream
 // holds codes: a stream without its state (a GPU's download) gets the spec's, and a stream whose
 // state is not the spec's is refused naming `what`.
 void fill_spec_states(const Codec& prototype, std::vector<CacheStream>& streams, const std::string& what) {
-  const bool encoded = std::any_of(streams.begin(), streams.end(),
-                                   [](const CacheStream& s) { return s.encoded > 0; });
-  if (!prototype.fits_streams() || !prototype.states_from_spec() || !encoded) return;
+  if (!prototype.fits_streams() || !prototype.states_from_spec() || !any_encoded(streams)) return;
   const std::vector<std::vector<uint8_t>> spec = prototype.fit_streams(nullptr, 0, streams.size());
   for (size_t head = 0; head < streams.size(); ++head) {
     std::vector<uint8_t>& state = streams[head].state;
@@ -94,8 +96,7 @@ std::vector<std::unique_ptr<Codec>> fitted_codecs(const Codec& prototype, std::v
   // A codec fitted per stream to states of no bytes (kvquant_nuq without its sink: the fit only
   // picks each KV head's tables) has its states, empty ones, once a stream holds codes.
   const bool empty_states = prototype.fits_streams() && prototype.stream_state_bytes() == 0 &&
-                            std::any_of(streams.begin(), streams.end(),
-                                        [](const CacheStream& s) { return s.encoded > 0; });
+                            any_encoded(streams);
   if (stored == 0 && !empty_states) return fitted;
   if (!prototype.fits_streams()) {
     throw Error(fmt::format("{} hold {} bytes of fitted state; expected none (the codec is not "

@@ -11,6 +11,10 @@
 
 namespace veloxquant::cuda {
 
+// The most dynamic shared memory a block of the H100 and H200 may take (227 KiB): the formats
+// whose attention blocks hold tables or decoded tiles check their sizes against it.
+inline constexpr size_t kMaxSharedMemoryPerBlock = 232448;
+
 // Empty when the kernels run c's shape; otherwise the setting that they do not, and what they expect.
 inline std::string config_problem(const CacheConfig& c) {
   auto n = [](size_t v) { return std::to_string(v); };

@@ -2,6 +2,7 @@
 // a sparse part per vector), keys before RoPE, every token encoded on append. Each stream keeps
 // its first token's fp16 rows as its state, as the CPU streams do; the calibrated tables are the
 // artifact's, counted once per sequence as the CPU cache counts its codecs' tables.
+#include <algorithm>
 #include <memory>
 #include <vector>
 

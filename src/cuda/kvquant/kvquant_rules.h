@@ -43,11 +43,10 @@ inline size_t kvquant_attention_smem(size_t head_dim, size_t key_record, size_t 
   const size_t epilogue = 4 * kWarps * 8 * (head_dim + 2);
   return (tables + 15) / 16 * 16 + std::max(kWarps * per_warp, epilogue);
 }
-// The most dynamic shared memory a block of the H100 and H200 may take (227 KiB).
-inline constexpr size_t kKvquantMaxSharedMemory = 232448;
 // Two record stages per warp where they fit (the next tile's copies overlap this one's decode).
 inline int kvquant_stages(size_t head_dim, const KvquantRecord& keys, const KvquantRecord& values) {
-  return kvquant_attention_smem(head_dim, keys.bytes(), values.bytes(), 2) <= kKvquantMaxSharedMemory ? 2 : 1;
+  return kvquant_attention_smem(head_dim, keys.bytes(), values.bytes(), 2) <= kMaxSharedMemoryPerBlock ? 2
+                                                                                                       : 1;
 }
 
 inline KvquantRecord kvquant_record(const CacheConfig& c, size_t outliers, bool sink, bool per_token) {
@@ -64,10 +63,10 @@ inline std::string kvquant_shape_problem(const CacheConfig& c, size_t outliers, 
   const KvquantRecord k = kvquant_record(c, outliers, sink, false),
                       v = kvquant_record(c, outliers, sink, true);
   const size_t smem = kvquant_attention_smem(c.head_dim, k.bytes(), v.bytes(), 1);
-  if (smem > kKvquantMaxSharedMemory)
+  if (smem > kMaxSharedMemoryPerBlock)
     return "kvquant_nuq head_dim " + n(c.head_dim) + " with " + n(outliers) +
            " sparse entries per vector: an attention block's tiles and records take " + n(smem) +
-           " bytes of shared memory; expected at most " + n(kKvquantMaxSharedMemory) +
+           " bytes of shared memory; expected at most " + n(kMaxSharedMemoryPerBlock) +
            " (a smaller outliers= fits)";
   return {};
 }

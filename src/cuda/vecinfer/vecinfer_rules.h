@@ -41,8 +41,6 @@ inline size_t vecinfer_attention_smem(size_t head_dim, unsigned bits, size_t sub
               vecinfer_lut_words(subspaces, centroids, group)) +
          std::max(tiles, epilogue);
 }
-// The most dynamic shared memory a block of the H100 and H200 may take (227 KiB).
-inline constexpr size_t kVecinferMaxSharedMemory = 232448;
 
 // What the kernels need of the shape and the product-VQ settings, before any table is loaded.
 inline std::string vecinfer_shape_problem(const CacheConfig& c, size_t dims, size_t centroids) {
@@ -52,12 +50,12 @@ inline std::string vecinfer_shape_problem(const CacheConfig& c, size_t dims, siz
     return "vecinfer dims " + n(dims) + " and centroids " + n(centroids) +
            "; expected dims dividing head_dim and 1..256 centroids";
   const size_t smem = vecinfer_attention_smem(c.head_dim, c.bits, c.head_dim / dims, centroids, 8);
-  if (smem > kVecinferMaxSharedMemory)
+  if (smem > kMaxSharedMemoryPerBlock)
     return "vecinfer head_dim " + n(c.head_dim) + " with dims=" + n(dims) + " and centroids=" + n(centroids) +
            ": an attention block's score table and tiles take " + n(smem) +
            " bytes of shared memory; "
            "expected at most " +
-           n(kVecinferMaxSharedMemory) + " (longer sub-vectors or fewer centroids fit)";
+           n(kMaxSharedMemoryPerBlock) + " (longer sub-vectors or fewer centroids fit)";
   return {};
 }
 
