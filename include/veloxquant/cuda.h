@@ -44,7 +44,7 @@ struct CacheConfig {
   size_t group = 32;       // windowed formats: tokens per key block, a multiple of 32 (KIVI: also
                            // channels per value group; QJL: tokens sharing outlier channels)
   size_t residual = 0;     // windowed formats: newest tokens kept in fp16
-  RopeParams rope;         // applied to keys on append; dims 0: none. Interleaved layout only.
+  RopeParams rope;         // applied to keys on append (sinks: at attend); dims 0: none. Interleaved only.
   // The method stores keys before RoPE (MethodInfo::keys_before_rope): they are appended as the
   // model makes them, and `rope` turns token i to position i whenever they are read.
   bool keys_before_rope = false;
@@ -55,6 +55,17 @@ struct CacheConfig {
   // A windowed layer's largest append (0: not bounded). When set, the codes no later query can
   // see are overwritten: the layer holds codes of about window + max_append tokens, not capacity.
   size_t max_append = 0;
+  // Tokens the format's codes hold together in both streams (KIVI and QJL: the key group, a
+  // multiple of the values' 4 tokens; 1 where every token is encoded alone): an evicting cache
+  // drops whole units of it.
+  size_t block = 1;
+  // streaming_llm's eviction (budget > 0): the first `sinks` tokens are kept as fp16 rows before
+  // RoPE and turned at every attend to sit just before the rest, and at every finish_step() the
+  // oldest other tokens leave until at most `budget` tokens remain, whole blocks at a time, as
+  // KVCache with "streaming_llm:budget=B,sinks=S+..." keeps them. With max_append set, the codes
+  // then hold about budget + max_append tokens, not capacity.
+  size_t sinks = 0;
+  size_t budget = 0;
   std::shared_ptr<const FormatTables> tables;  // the format's own; null when it has none
 };
 
@@ -113,6 +124,9 @@ class DeviceCache {
   // its tokens [0, tokens() - nq + i] (causal); out device f32 [nq, batch, q_heads, head_dim].
   // Two launches, as attend(); nq 1 is attend().
   void attend_causal(const uint16_t* q, size_t nq, size_t q_heads, float* out, void* stream = nullptr);
+  // The end of a forward step, after its queries have attended (KVCache::finish_step): an evicting
+  // cache (budget > 0) drops its oldest tokens past the budget. No launch; nothing without a budget.
+  void finish_step();
 
   size_t tokens() const;
   const CacheConfig& config() const;
@@ -125,12 +139,14 @@ class DeviceCache {
   // Bytes one attend() reads from the cache (codes, scales, residual rows; not the query).
   size_t attend_read_bytes() const;
 
-  // Copies of one stream in the CPU layout (parity with KVCache::key_streams()). Synchronous.
-  // Throws Error once a window has overwritten codes (CacheConfig::max_append).
+  // Copies of one stream in the CPU layout (parity with KVCache::key_streams(): an evicting
+  // cache's kept tokens, without its sinks). Synchronous. Throws Error once a window has
+  // overwritten codes (CacheConfig::max_append).
   HostStream download_keys(size_t batch, size_t kv_head) const;
   HostStream download_values(size_t batch, size_t kv_head) const;
   // Replaces what the cache holds by `tokens` tokens of every sequence in the CPU layout, as the
   // downloads give them (a saved session's caches): keys[b * kv_heads + h], values likewise.
+  // An evicting cache takes none (as on the CPU, its sessions are not saved).
   // Everything is checked before anything changes; throws Error naming the stream and the count
   // or size that disagrees with this configuration. Synchronous.
   void upload(size_t tokens, std::span<const HostStream> keys, std::span<const HostStream> values);

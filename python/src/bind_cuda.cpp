@@ -66,7 +66,8 @@ void bind_cuda(nb::module_& m) {
       "A layer's compressed KV cache in GPU memory, for a batch of sequences of equal length: "
       "quantize-on-append and fused decode attention straight from the codes (fp16, kivi with "
       "kbits == vbits, turboquant_mse and turboquant_prod with bits == vbits, qjl with its default "
-      "sketches and vbits 2 or 4, vecinfer with its artifacts=). Codes are byte for byte the CPU Cache's for "
+      "sketches and vbits 2 or 4, vecinfer with its artifacts=; streaming_llm over any of them). Codes are "
+      "byte for byte the CPU Cache's for "
       "the same spec, layer "
       "and seed (turboquant_prod and qjl: but for the rare key sign whose sketch product is within "
       "rounding of zero).")
@@ -119,6 +120,10 @@ void bind_cuda(nb::module_& m) {
           "multiple of kv_heads, at most 8 per KV head) attends over every cached token; the "
           "float32 output is written to out, same shape. Scale 1/sqrt(head_dim). Asynchronous "
           "on `stream`.")
+      .def(
+          "finish_step", [](BoundDeviceCache& self) { self.cache->finish_step(); },
+          "The end of a step, after its queries attended (Cache.finish_step): an evicting spec "
+          "(streaming_llm) lets its oldest tokens past the budget go. No GPU work.")
       .def_prop_ro(
           "spec", [](const BoundDeviceCache& s) { return s.spec; }, "the canonical spec")
       .def_prop_ro(

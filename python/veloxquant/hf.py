@@ -196,12 +196,14 @@ class Cache(TransformersCache):
             if n > 1:
                 k, v = self._prompt.pop(layer)
                 out = F.scaled_dot_product_attention(query, k, v, is_causal=True, scale=scaling,
-                                                     enable_gqa=q_heads != k.shape[1])
-                return out.transpose(1, 2)
-            q = (query[:, :, 0, :] * (scaling / default_scale)).to(torch.float16).contiguous()
-            out = torch.empty(batch, q_heads, head_dim, dtype=torch.float32, device=query.device)
-            self._store[layer].attend(q, out, torch.cuda.current_stream(query.device).cuda_stream)
-            return out.to(query.dtype).unsqueeze(1)
+                                                     enable_gqa=q_heads != k.shape[1]).transpose(1, 2)
+            else:
+                q = (query[:, :, 0, :] * (scaling / default_scale)).to(torch.float16).contiguous()
+                out = torch.empty(batch, q_heads, head_dim, dtype=torch.float32, device=query.device)
+                self._store[layer].attend(q, out, torch.cuda.current_stream(query.device).cuda_stream)
+                out = out.to(query.dtype).unsqueeze(1)
+            self._store[layer].finish_step()  # an evicting spec drops what its budget no longer holds
+            return out
         q = ((query.detach().to(torch.float32) * (scaling / default_scale)).transpose(1, 2)
              .contiguous().cpu().numpy())
         out = np.stack([self._store[s][layer].attend(q[s], observe=True) for s in range(batch)])

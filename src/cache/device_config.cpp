@@ -15,9 +15,9 @@
 namespace veloxquant::cuda {
 namespace {
 
-std::string methods_with_cuda_forms() {
+std::string with_cuda_forms(const std::vector<MethodInfo>& methods) {
   std::string names;
-  for (const MethodInfo& m : registered_methods())
+  for (const MethodInfo& m : methods)
     if (m.cuda_config) names += (names.empty() ? "" : ", ") + m.name;
   return names;
 }
@@ -26,14 +26,13 @@ std::string methods_with_cuda_forms() {
 
 CacheConfig device_cache_config(const Spec& spec, const LayerShape& shape, size_t batch, size_t capacity) {
   const std::string text = spec.to_string();
-  if (spec.eviction) {
-    throw SpecError(fmt::format("'{}': the CUDA backend keeps every token; eviction policies ({}) "
-                                "run on the CPU cache only",
-                                text, spec.eviction->name));
+  if (spec.eviction && !spec.eviction->cuda_config) {
+    throw SpecError(fmt::format("'{}': the CUDA backend evicts with {}; {} runs on the CPU cache", text,
+                                with_cuda_forms(registered_policies()), spec.eviction->name));
   }
   if (!spec.method->cuda_config) {
     throw SpecError(fmt::format("'{}': the CUDA backend runs {}; {} runs on the CPU cache", text,
-                                methods_with_cuda_forms(), spec.method->name));
+                                with_cuda_forms(registered_methods()), spec.method->name));
   }
   CacheConfig c;
   c.batch = batch;
@@ -44,7 +43,9 @@ CacheConfig device_cache_config(const Spec& spec, const LayerShape& shape, size_
   c.keys_before_rope = spec.method->keys_before_rope;
   c.window = shape.window, c.softcap = shape.softcap;
   // A calibrated spec's artifacts= directory is read here when the caller has not, as KVCache does.
-  const std::string format_problem = spec.method->cuda_config(spec.params, with_calibration(spec, shape), c);
+  std::string format_problem = spec.method->cuda_config(spec.params, with_calibration(spec, shape), c);
+  if (spec.eviction && format_problem.empty())
+    format_problem = spec.eviction->cuda_config(spec.eviction_params, shape, c);
   // The shape's problem first: the format's rules may take the shape as valid.
   const std::string shape_problem = config_problem(c);
   const std::string& problem = shape_problem.empty() ? format_problem : shape_problem;

@@ -99,7 +99,11 @@ Command add_methods_command(CLI::App& app) {
     fmt::print("Eviction policies: which tokens a cache keeps, from the attention the real queries pay.\n"
                "Alone they keep tokens in fp16; 'policy:...+quantizer:...' stores them compressed.\n\n");
     for (const auto& m : registered_policies()) {
-      fmt::print("{}  [{}]\n    {}\n    paper: {}\n    cuda: CPU only\n", m.name, m.family, m.summary, m.paper);
+      const cuda::Support gpu = cuda::supports(parse_spec(m.name), LayerShape{1, kDim, 0, 0});
+      fmt::print("{}  [{}]\n    {}\n    paper: {}\n    cuda: {}\n", m.name, m.family, m.summary, m.paper,
+                 !m.cuda_config ? std::string("CPU only")
+                 : gpu          ? "over a GPU quantizer: " + m.cuda_attention
+                                : "at other settings; at the defaults: " + gpu.reason);
       fmt::print("{}\n", describe_params(m));
     }
   };

@@ -9,6 +9,7 @@
 #include "cache/eviction/budget_param.h"
 #include "cache/eviction/methods.h"
 #include "cache/eviction/policy.h"
+#include "veloxquant/cuda.h"
 #include "veloxquant/error.h"
 
 namespace veloxquant {
@@ -33,8 +34,10 @@ class StreamingLlm final : public EvictionPolicy {
 }  // namespace
 
 MethodInfo streaming_llm_method() {
-  return MethodInfo{
-      "streaming_llm", "eviction", "Xiao et al., ICLR 2024, arXiv 2309.17453",
+  MethodInfo m{
+      "streaming_llm",
+      "eviction",
+      "Xiao et al., ICLR 2024, arXiv 2309.17453",
       "attention sinks plus a rolling window, re-positioned inside the cache: constant memory",
       {budget_param("tokens each KV head keeps: the sinks plus the window"),
        ParamDef::integer("sinks", 4, 0, 64, "first tokens kept for good (attention sinks)")},
@@ -48,6 +51,18 @@ MethodInfo streaming_llm_method() {
         }
         return std::make_unique<StreamingLlm>(budget, sinks);
       }};
+  // On the GPU the sinks are one more partial beside the quantizer's splits, and the window is
+  // the newest of its codes (cuda::CacheConfig::budget); the factory above has checked the values.
+  m.cuda_config = [](const Params& p, const LayerShape&, cuda::CacheConfig& c) {
+    c.budget = static_cast<size_t>(p.get_int("budget"));
+    c.sinks = static_cast<size_t>(p.get_int("sinks"));
+    return std::string{};
+  };
+  m.cuda_attention =
+      "the quantizer's attention on its newest codes, the sinks merged as one more split (a budget of "
+      "at least the sinks, the quantizer's fp16 rows and one block; not over kvquant_nuq, whose keys "
+      "stay before RoPE)";
+  return m;
 }
 
 }  // namespace veloxquant

@@ -41,6 +41,7 @@ MethodInfo kivi_method() {
     c.format = "kivi";
     c.bits = cuda_equal_bits("kivi", p, "kbits", "vbits");
     c.group = static_cast<size_t>(p.get_int("group"));
+    c.block = c.group;  // key blocks of group tokens hold the values' blocks of 4
     c.residual = static_cast<size_t>(p.get_int("residual"));
     return cuda::kivi_problem(c);
   };

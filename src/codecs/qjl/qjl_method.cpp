@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <memory>
+#include <numeric>
 #include <string>
 
 #include "codecs/common/artifacts_param.h"
@@ -92,6 +93,7 @@ MethodInfo qjl_method() {
     c.format = "qjl";
     c.bits = static_cast<unsigned>(std::stoul(p.get_choice("vbits")));
     c.group = k.group;
+    c.block = std::lcm<size_t>(k.group, 4);  // key groups and the values' blocks of 4
     c.residual = static_cast<size_t>(p.get_int("residual"));
     auto t = std::make_shared<cuda::QjlTables>();
     t->sketch = QjlKeyCodec::sketch_matrix(k.dim, k.proj, k.seed);

@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(kCombineWarps * kWarp) combine_kernel(CombineP
   for (int c = threadIdx.x; c < p.head_dim; c += blockDim.x) {
     float total = 0;
     for (int w = 0; w < kCombineWarps; ++w) total += warp_sums[w * p.head_dim + c];
-    row[c] = total / sum;
+    row[c] = sum > 0 ? total / sum : 0.0f;  // no split saw a token: a query that sees sinks only
   }
   __syncthreads();
   if (p.value_signs != nullptr) {
@@ -88,15 +88,27 @@ __global__ void __launch_bounds__(kCombineWarps * kWarp) combine_kernel(CombineP
     for (int c = threadIdx.x; c < p.head_dim; c += blockDim.x) row[c] *= hadamard_scale * p.value_signs[c];
     __syncthreads();
   }
+  // The sinks' partial joins the normalized sum of the splits (whose weight is its sum of
+  // exponentials), after the rotation: sink values are stored unrotated.
+  float own = 1, other = 0;
+  const float* sink = p.sinks != nullptr ? p.sinks + head * (p.head_dim + 2) : nullptr;
+  if (sink != nullptr) {
+    const float ms = sink[p.head_dim], ls = sink[p.head_dim + 1], m = fmaxf(mx, ms);
+    const float a = sum > 0 ? __expf(mx - m) * sum : 0.0f, b = ls > 0 ? __expf(ms - m) : 0.0f;
+    own = a / (a + b * ls), other = b / (a + b * ls);
+  }
+  auto write = [&](int c, float x) {
+    p.out[head * p.head_dim + c] = sink != nullptr ? own * x + other * sink[c] : x;
+  };
   if (p.value_matrix != nullptr) {  // out = R^T row: thread c walks column c of R
     for (int c = threadIdx.x; c < p.head_dim; c += blockDim.x) {
       float sum = 0;
       for (int i = 0; i < p.head_dim; ++i) sum = fmaf(p.value_matrix[i * p.head_dim + c], row[i], sum);
-      p.out[head * p.head_dim + c] = sum;
+      write(c, sum);
     }
     return;
   }
-  for (int c = threadIdx.x; c < p.head_dim; c += blockDim.x) p.out[head * p.head_dim + c] = row[c];
+  for (int c = threadIdx.x; c < p.head_dim; c += blockDim.x) write(c, row[c]);
 }
 
 }  // namespace

@@ -62,11 +62,12 @@ __device__ void write_partial(const AttendParams& p, const float* o, const float
 // fused region and the ring end there; its query rows and partials lie z x batch x q_heads rows
 // further on (gridDim.y is batch x KV heads: queries are the outer index, sequences the inner).
 // Splits past its end find no tile and write empty partials (max -inf), which the combine skips.
-// A windowed layer's query sees its newest `window` tokens only: window_start is its first.
+// A windowed layer's query sees its newest `window` tokens only: window_start is its first (an
+// evicting cache's: the oldest token kept, for every query).
 __device__ inline AttendParams for_query(AttendParams p) {
   if (p.queries > 1) {
     const int z = static_cast<int>(blockIdx.z);
-    p.tokens = p.tokens - p.queries + 1 + z;
+    p.tokens = max(0, p.tokens - p.queries + 1 + z);  // 0: the query is a sink, before every stream token
     p.key_encoded = min(p.key_encoded, p.tokens);
     p.value_encoded = min(p.value_encoded, p.tokens);
     p.main_end = p.key_encoded;

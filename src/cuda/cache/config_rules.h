@@ -15,6 +15,23 @@ namespace veloxquant::cuda {
 // whose attention blocks hold tables or decoded tiles check their sizes against it.
 inline constexpr size_t kMaxSharedMemoryPerBlock = 232448;
 
+// An evicting cache's settings (budget > 0). The budget leaves room for the fp16 residual rows
+// and one whole block beside the sinks, so the tokens that leave are always whole blocks of
+// codes: the kept tokens' blocks then start where the CPU cache's do (the CPU takes smaller
+// budgets, cutting into the residual rows).
+inline std::string eviction_problem(const CacheConfig& c) {
+  auto n = [](size_t v) { return std::to_string(v); };
+  if (c.sinks > 64) return "sinks " + n(c.sinks) + "; expected at most 64";
+  if (c.budget < c.sinks + c.residual + c.block)
+    return "budget " + n(c.budget) + "; expected at least sinks + residual + block = " + n(c.sinks) + " + " +
+           n(c.residual) + " + " + n(c.block) + " = " + n(c.sinks + c.residual + c.block) +
+           " on the GPU, which evicts whole blocks of codes only";
+  if (c.window > 0) return "an evicting cache on a sliding-window layer; expected a full-attention layer";
+  if (c.keys_before_rope)
+    return "an evicting cache of keys stored before RoPE; expected a method that stores them rotated";
+  return {};
+}
+
 // Empty when the kernels run c's shape; otherwise the setting that they do not, and what they expect.
 inline std::string config_problem(const CacheConfig& c) {
   auto n = [](size_t v) { return std::to_string(v); };
@@ -33,6 +50,9 @@ inline std::string config_problem(const CacheConfig& c) {
   if (!(c.softcap >= 0.0f) || !std::isfinite(c.softcap))
     return "softcap " + std::to_string(c.softcap) + "; expected a finite number >= 0 (0: none)";
   if (c.window > size_t{1} << 30) return "window " + n(c.window) + "; expected at most 2^30 tokens (0: none)";
+  if (c.block < 1 || c.block > 4096) return "block " + n(c.block) + "; expected 1..4096 tokens";
+  if (c.budget == 0 && c.sinks > 0) return "sinks " + n(c.sinks) + " without a budget; expected sinks 0";
+  if (c.budget > 0) return eviction_problem(c);
   return {};
 }
 

@@ -12,6 +12,8 @@
 #include "cuda/cache/device_format.h"
 #include "cuda/common/check.cuh"
 #include "cuda/common/device_array.cuh"
+#include "cuda/eviction/sink_partial.h"
+#include "cuda/eviction/streaming_cut.h"
 #include "veloxquant/cuda.h"
 #include "veloxquant/error.h"
 
@@ -22,10 +24,12 @@ size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
 // Tokens of codes one stream keeps (`cap` tokens whole, in `unit`s: every block and tile). A
 // windowed layer whose appends are bounded needs only what one step's queries can see: its window
-// and the append, with a unit of room on either side for the tiles and blocks they straddle.
+// (or an evicting cache's budget) and the append, with a unit of room on either side for the
+// tiles and blocks they straddle.
 size_t code_span(const CacheConfig& c, size_t cap, size_t unit) {
-  if (c.window == 0 || c.max_append == 0) return cap;
-  return std::min(cap, round_up(c.window + c.max_append + 2 * unit, unit));
+  const size_t seen = c.window > 0 ? c.window : c.budget;
+  if (seen == 0 || c.max_append == 0) return cap;
+  return std::min(cap, round_up(seen + c.max_append + 2 * unit, unit));
 }
 
 }  // namespace
@@ -33,7 +37,15 @@ size_t code_span(const CacheConfig& c, size_t cap, size_t unit) {
 struct DeviceCache::Impl {
   CacheConfig config;
   std::unique_ptr<DeviceFormat> format;
-  size_t tokens = 0;
+  size_t tokens = 0;  // every token appended, sinks and evicted ones included
+  // An evicting cache (config.budget > 0): the sinks held, as fp16 rows before RoPE in
+  // sink_keys/sink_values [streams][config.sinks][head_dim], then the stream, whose first
+  // `dropped` tokens (whole blocks) have left it.
+  size_t sink_tokens = 0, dropped = 0;
+  DeviceArray<uint16_t> sink_keys, sink_values;
+  DeviceArray<float> sink_part;          // the sinks' partial per query head
+  DeviceArray<uint16_t> rest_k, rest_v;  // an append's tokens past the sinks, and their
+  DeviceArray<int64_t> rest_positions;   // positions, for the format's append
   int sms = 0;
   StreamView keys, values;
   DeviceArray<double> inv_freq;
@@ -73,8 +85,13 @@ struct DeviceCache::Impl {
     }
   }
 
-  // Tokens of one stream held as codes now.
-  int encoded(int block) const { return encoded_tokens(static_cast<int>(tokens), residual(), block); }
+  // Tokens of the stream (all but the sinks), evicted ones included: the formats' token index.
+  size_t stream_tokens() const { return tokens - sink_tokens; }
+  // Tokens of one stream held as codes now, counted from the stream's start (the evicted ones are
+  // whole blocks, so the blocks fall where the CPU cache's do in what it keeps).
+  int encoded(int block) const {
+    return encoded_tokens(static_cast<int>(stream_tokens()), residual(), block);
+  }
 
   void check_attend(size_t q_heads) const {
     if (tokens == 0) throw Error("cuda cache attend: the cache is empty; expected at least 1 token");
@@ -94,7 +111,7 @@ struct DeviceCache::Impl {
     p.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     p.kv_heads = static_cast<int>(c.kv_heads), p.group = static_cast<int>(q_heads / c.kv_heads);
     p.head_dim = static_cast<int>(c.head_dim);
-    p.tokens = static_cast<int>(tokens);
+    p.tokens = static_cast<int>(stream_tokens());
     p.queries = static_cast<int>(queries);
     p.key_encoded = encoded(key_block());
     p.value_encoded = encoded(value_block());
@@ -107,6 +124,10 @@ struct DeviceCache::Impl {
     if (c.window > 0) {
       const int first_visible = std::max(0, p.tokens - p.queries + 1 - p.window);
       p.first_tile = std::min(first_visible / kTileTokens, p.main_tiles);
+    }
+    if (dropped > 0) {  // the evicted tokens' codes may be overwritten: the splits start past them
+      p.window_start = static_cast<int>(dropped);
+      p.first_tile = std::min(p.window_start / kTileTokens, p.main_tiles);
     }
     const int tiles = p.main_tiles - p.first_tile;
     const SplitKernel kernel = format->split_kernel(p);
@@ -129,8 +150,9 @@ struct DeviceCache::Impl {
     if (need > part.size) part = DeviceArray<float>(need);
     p.part_o = part.ptr;
     p.part_ml = part.ptr + rows * p.splits * c.head_dim;
-    launch_split_kernel(kernel, p, static_cast<int>(c.batch), s);
+    if (p.splits > 0) launch_split_kernel(kernel, p, static_cast<int>(c.batch), s);  // 0: only sinks so far
     CombineParams cp;
+    if (sink_tokens > 0) cp.sinks = attend_sinks(q, q_heads, queries, s);
     cp.part_o = p.part_o, cp.part_ml = p.part_ml, cp.splits = p.splits;
     cp.head_dim = p.head_dim, cp.q_heads = static_cast<int>(q_heads), cp.kv_heads = p.kv_heads;
     cp.value_signs = format->value_signs(), cp.value_matrix = format->value_matrix();
@@ -138,12 +160,82 @@ struct DeviceCache::Impl {
     launch_combine(cp, static_cast<int>(c.batch * queries), hadamard_scale(), s);
   }
 
-  // Bytes of one direction of one stream: the codes it holds, residual rows and, once it holds a
-  // token, its fitted state.
+  // The sinks' partial of every query head: their keys turned to sit just before the oldest
+  // token kept (the CPU cache's rotated_sink_keys; positions count from 0 with the tokens taken).
+  const float* attend_sinks(const uint16_t* q, size_t q_heads, size_t queries, cudaStream_t s) {
+    const CacheConfig& c = config;
+    SinkParams sp;
+    sp.q = q, sp.keys = sink_keys.ptr, sp.values = sink_values.ptr;
+    sp.stride = static_cast<int>(c.sinks), sp.held = static_cast<int>(sink_tokens);
+    sp.batch = static_cast<int>(c.batch), sp.kv_heads = static_cast<int>(c.kv_heads);
+    sp.group = static_cast<int>(q_heads / c.kv_heads), sp.head_dim = static_cast<int>(c.head_dim);
+    sp.queries = static_cast<int>(queries), sp.tokens = static_cast<int>(tokens);
+    // The newest token sits at tokens - 1, and the stored ones (sinks, then the stream's kept
+    // tokens) end there: the sinks start at tokens - stored, which is `dropped`.
+    sp.first_position = static_cast<int64_t>(dropped);
+    sp.rope_half = static_cast<int>(c.rope.dims / 2), sp.inv_freq = inv_freq.ptr;
+    sp.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim)), sp.softcap = c.softcap;
+    const size_t need = c.batch * q_heads * queries * (c.head_dim + 2);
+    if (need > sink_part.size) sink_part = DeviceArray<float>(need);
+    sp.out = sink_part.ptr;
+    launch_sink_partial(sp, s);
+    return sink_part.ptr;
+  }
+
+  // The first `taken` of an append's n tokens go to the sink rows, the rest to the format (copied
+  // past the sinks when a step holds both). Returns the tokens left for the format.
+  size_t take_sinks(const uint16_t*& k, const uint16_t*& v, const int64_t*& positions, size_t n, size_t taken,
+                    cudaStream_t s) {
+    const size_t row = config.head_dim * 2, streams_n = streams(), rest = n - taken;
+    for (auto [from, to] : {std::pair{k, &sink_keys}, std::pair{v, &sink_values}}) {
+      VQ_CUDA_CHECK(cudaMemcpy2DAsync(to->ptr + sink_tokens * config.head_dim, config.sinks * row, from,
+                                      n * row, taken * row, streams_n, cudaMemcpyDeviceToDevice, s));
+    }
+    if (rest == 0) return 0;
+    if (rest_k.size < streams_n * rest * config.head_dim) {
+      rest_k = DeviceArray<uint16_t>(streams_n * rest * config.head_dim);
+      rest_v = DeviceArray<uint16_t>(streams_n * rest * config.head_dim);
+      rest_positions = DeviceArray<int64_t>(config.batch * rest);
+    }
+    VQ_CUDA_CHECK(cudaMemcpy2DAsync(rest_k.ptr, rest * row, k + taken * config.head_dim, n * row, rest * row,
+                                    streams_n, cudaMemcpyDeviceToDevice, s));
+    VQ_CUDA_CHECK(cudaMemcpy2DAsync(rest_v.ptr, rest * row, v + taken * config.head_dim, n * row, rest * row,
+                                    streams_n, cudaMemcpyDeviceToDevice, s));
+    if (positions != nullptr) {
+      VQ_CUDA_CHECK(cudaMemcpy2DAsync(rest_positions.ptr, rest * 8, positions + taken, n * 8, rest * 8,
+                                      config.batch, cudaMemcpyDeviceToDevice, s));
+      positions = rest_positions.ptr;
+    }
+    k = rest_k.ptr, v = rest_v.ptr;
+    return rest;
+  }
+
+  // streaming_llm's step end: the newest whole units that fit the budget beside the sinks stay.
+  void evict() {
+    const size_t stream = stream_tokens(), room = config.budget - sink_tokens;
+    const StreamCut cut{stream,
+                        dropped,
+                        static_cast<size_t>(encoded(key_block())),
+                        static_cast<size_t>(encoded(value_block())),
+                        static_cast<size_t>(key_block()),
+                        static_cast<size_t>(value_block())};
+    const size_t first = first_kept(cut, room);
+    // The budget rule (eviction_problem) keeps every cut inside both streams' codes.
+    const bool whole_blocks = (first - dropped) % config.block == 0 &&
+                              first <= std::min(cut.key_encoded, cut.value_encoded);
+    require<Error>(first == dropped || whole_blocks, "cuda cache evict",
+                   "a cut at stream token " + std::to_string(first) + "; expected the start of a block of " +
+                       std::to_string(config.block) + " encoded tokens");
+    dropped = first;
+  }
+
+  // Bytes of one direction of one stream: the sinks, the codes it holds, residual rows and, once
+  // it holds a token, its fitted state.
   size_t stream_payload(bool key) const {
     const size_t e = encoded(key ? key_block() : value_block()), wrap = keys.wrap_tokens;
-    const size_t state = tokens > 0 ? (key ? keys : values).state_bytes : 0;
-    return code_bytes(key, wrap > 0 ? std::min(e, wrap) : e) + (tokens - e) * config.head_dim * 2 + state;
+    const size_t state = tokens > 0 ? (key ? keys : values).state_bytes : 0, kept = e - dropped;
+    const size_t rows = sink_tokens + stream_tokens() - e;
+    return code_bytes(key, wrap > 0 ? std::min(kept, wrap) : kept) + rows * config.head_dim * 2 + state;
   }
 
   // Bytes one direction stores, counted as KVCache::key_bytes()/value_bytes() count them: every
@@ -155,24 +247,33 @@ struct DeviceCache::Impl {
             "stream (" + std::to_string(b) + ", " + std::to_string(h) + ") is outside batch " +
                 std::to_string(config.batch) + " x kv_heads " + std::to_string(config.kv_heads));
     HostStream out;
-    const size_t seq = b * config.kv_heads + h, d = config.head_dim;
-    out.encoded = static_cast<size_t>(encoded(block));
+    const size_t seq = b * config.kv_heads + h, d = config.head_dim, e = static_cast<size_t>(encoded(block));
+    const size_t wrap = static_cast<size_t>(s.wrap_tokens);
+    out.encoded = e - dropped;  // an evicting cache's kept codes, as the CPU cache holds them
     require<Error>(
-        s.wrap_tokens == 0 || out.encoded <= static_cast<size_t>(s.wrap_tokens), "cuda cache download",
+        wrap == 0 || out.encoded <= wrap, "cuda cache download",
         std::to_string(out.encoded) + " encoded tokens of a windowed layer whose codes wrap after " +
             std::to_string(s.wrap_tokens) + " (the older ones are gone); expected a stream still whole");
     out.codes.resize(code_bytes(key, out.encoded));
-    VQ_CUDA_CHECK(cudaMemcpy(out.codes.data(), s.codes + seq * s.stream_bytes, out.codes.size(), cudaMemcpyDeviceToHost));
-    out.tail_tokens = tokens - out.encoded;
+    // The kept codes start at the first kept token's slot and may wrap past the span's end.
+    const size_t from = wrap > 0 ? dropped % wrap : dropped;
+    const size_t first_part = wrap > 0 ? std::min(out.encoded, wrap - from) : out.encoded;
+    const uint8_t* codes = s.codes + seq * s.stream_bytes;
+    const size_t head_bytes = code_bytes(key, first_part);
+    VQ_CUDA_CHECK(
+        cudaMemcpy(out.codes.data(), codes + code_bytes(key, from), head_bytes, cudaMemcpyDeviceToHost));
+    VQ_CUDA_CHECK(cudaMemcpy(out.codes.data() + head_bytes, codes, out.codes.size() - head_bytes,
+                             cudaMemcpyDeviceToHost));
+    out.tail_tokens = stream_tokens() - e;
     if (tokens > 0 && s.state_bytes > 0) {
       out.state.resize(s.state_bytes);
       VQ_CUDA_CHECK(
           cudaMemcpy(out.state.data(), s.state + seq * s.state_bytes, s.state_bytes, cudaMemcpyDeviceToHost));
     }
     out.tail.resize(out.tail_tokens * d * 2);
-    for (size_t t = out.encoded; t < tokens; ++t) {
+    for (size_t t = e; t < stream_tokens(); ++t) {
       const uint16_t* row = s.ring + (seq * s.ring_tokens + t % s.ring_tokens) * d;
-      VQ_CUDA_CHECK(cudaMemcpy(out.tail.data() + (t - out.encoded) * d * 2, row, d * 2, cudaMemcpyDeviceToHost));
+      VQ_CUDA_CHECK(cudaMemcpy(out.tail.data() + (t - e) * d * 2, row, d * 2, cudaMemcpyDeviceToHost));
     }
     return out;
   }
@@ -240,6 +341,15 @@ DeviceCache::DeviceCache(const CacheConfig& config) : impl_(std::make_unique<Imp
   int device = 0;
   VQ_CUDA_CHECK(cudaGetDevice(&device));
   VQ_CUDA_CHECK(cudaDeviceGetAttribute(&m.sms, cudaDevAttrMultiProcessorCount, device));
+  if (config.budget > 0) {
+    const size_t block = std::lcm<size_t>(m.key_block(), m.value_block());
+    require<Error>(block == config.block, "cuda cache",
+                   "block " + std::to_string(config.block) + " for the " + config.format +
+                       " format, which encodes " + std::to_string(block) + " tokens together; expected " +
+                       std::to_string(block));
+    const size_t rows = m.streams() * config.sinks * config.head_dim;
+    m.sink_keys = DeviceArray<uint16_t>(rows), m.sink_values = DeviceArray<uint16_t>(rows);
+  }
   // Whole 32-token tiles (and whole key blocks) exist for every token the kernels may fetch.
   const size_t unit = std::lcm(std::lcm<size_t>(32, m.key_block()), m.value_block());
   const size_t cap = round_up(config.capacity, unit), span = code_span(config, cap, unit);
@@ -284,16 +394,24 @@ void DeviceCache::append(const uint16_t* k, const uint16_t* v, const int64_t* po
   if (k == nullptr || v == nullptr || (c.rope.dims > 0 && positions == nullptr)) {
     throw Error("cuda cache append: null keys, values or positions; expected device pointers");
   }
+  // The sequence's first tokens fill the sinks of an evicting cache; the format takes the rest.
+  const size_t all = n, old_stream = m.stream_tokens(), taken = std::min(n, c.sinks - m.sink_tokens);
+  if (taken > 0) n = m.take_sinks(k, v, positions, n, taken, static_cast<cudaStream_t>(stream));
+  m.sink_tokens += taken;
+  if (n == 0) {
+    m.tokens += all;
+    return;
+  }
   AppendParams p;
   p.k = k, p.v = v, p.positions = positions;
-  p.n = static_cast<int>(n), p.old_tokens = static_cast<int>(m.tokens);
+  p.n = static_cast<int>(n), p.old_tokens = static_cast<int>(old_stream);
   p.kv_heads = static_cast<int>(c.kv_heads), p.head_dim = static_cast<int>(c.head_dim);
   p.residual = m.residual();
   p.rope_half = static_cast<int>(c.rope.dims / 2);
   p.inv_freq = m.inv_freq.ptr;
   p.keys = m.keys, p.values = m.values;
   m.format->append(p, static_cast<int>(c.batch), static_cast<cudaStream_t>(stream));
-  m.tokens += n;
+  m.tokens += all;
 }
 
 void DeviceCache::attend(const uint16_t* q, size_t q_heads, float* out, void* stream) {
@@ -311,6 +429,10 @@ void DeviceCache::attend_causal(const uint16_t* q, size_t nq, size_t q_heads, fl
                 ", one per token of the newest ones held (at most 65535)");
   }
   m.attend_rows(q, q_heads, out, nq, static_cast<cudaStream_t>(stream));
+}
+
+void DeviceCache::finish_step() {
+  if (impl_->config.budget > 0 && impl_->tokens > 0) impl_->evict();
 }
 
 size_t DeviceCache::tokens() const { return impl_->tokens; }
@@ -334,6 +456,9 @@ HostStream DeviceCache::download_values(size_t batch, size_t kv_head) const {
 void DeviceCache::upload(size_t tokens, std::span<const HostStream> keys,
                          std::span<const HostStream> values) {
   Impl& m = *impl_;
+  require<Error>(m.config.budget == 0, "cuda cache upload",
+                 "streams for an evicting cache (budget " + std::to_string(m.config.budget) +
+                     "); expected a cache that keeps every token: sessions of evicting caches are not saved");
   require<Error>(tokens <= m.config.capacity, "cuda cache upload",
                  std::to_string(tokens) + " tokens; expected at most capacity " +
                      std::to_string(m.config.capacity));

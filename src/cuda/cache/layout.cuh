@@ -96,6 +96,9 @@ struct CombineParams {
   int splits = 0, head_dim = 0, q_heads = 0, kv_heads = 0;
   const float* value_signs = nullptr;   // a value rotation to undo after combining (TurboQuant): signs,
   const float* value_matrix = nullptr;  // or a dense matrix R (row-major; the combine applies R^T); else null
+  // An evicting cache's sinks: per query head one more partial, [head_dim + 2] (unnormalized
+  // output in natural channel order, then max and sum), merged after the rotation; else null.
+  const float* sinks = nullptr;
   float* out = nullptr;                // [batch, q_heads, head_dim]
 };
 

@@ -146,7 +146,7 @@ struct DeviceDecoder::Impl {
       launch_rms_norm(kf.ptr, w.k_norm.ptr, rows * hkv, hd, shape.rms_eps, kf.ptr, stream);
     }
     rope(l, qf.ptr, n, hq, true, q16.ptr);
-    rope(l, kf.ptr, n, hkv, false, k16.ptr, cache_configs[l].keys_before_rope);
+    rope(l, kf.ptr, n, hkv, false, k16.ptr, turns_keys(cache_configs[l]));
     RopeRows values;  // values only change layout: no pair is rotated
     values.x = vf.ptr, values.n = n, values.batch = static_cast<int>(batch), values.heads = hkv, values.head_dim = hd;
     values.head_major = true, values.out = v16.ptr;
@@ -156,6 +156,7 @@ struct DeviceDecoder::Impl {
                  positions.ptr, static_cast<size_t>(n), stream);
     cache.attend_causal(reinterpret_cast<const uint16_t*>(q16.ptr), static_cast<size_t>(n),
                         static_cast<size_t>(hq), attn.ptr, stream);
+    cache.finish_step();
     if constexpr (std::is_same_v<T, float>) {
       project(w.wo, attn.ptr, rows, proj.ptr);
     } else {
@@ -190,11 +191,16 @@ struct DeviceDecoder::Impl {
       launch_softcap(logits.ptr, static_cast<size_t>(rows) * shape.vocab, shape.final_softcap, stream);
   }
 
+  // Caches that take keys before RoPE and turn them themselves: a method storing them unrotated
+  // (turned when read), or an evicting cache's sinks (turned to their cache positions at attend;
+  // the cache turns its other keys on append).
+  static bool turns_keys(const CacheConfig& c) { return c.keys_before_rope || c.sinks > 0; }
+
   void make_caches() {
     caches.clear();
     for (size_t l = 0; l < cache_configs.size(); ++l) {
       CacheConfig c = cache_configs[l];
-      if (c.keys_before_rope) c.rope = shape.ropes[l];  // the cache turns its keys when it reads them
+      if (turns_keys(c)) c.rope = shape.ropes[l];
       caches.push_back(std::make_unique<DeviceCache>(c));
     }
     tokens = 0;

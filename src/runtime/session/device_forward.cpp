@@ -107,8 +107,8 @@ std::unique_ptr<DeviceForward> make_device_forward(const Model& model, const Spe
     shape.calibration = calibration;
     caches.push_back(cuda::device_cache_config(spec, shape, batch, context));
     // A step appends at most max_step tokens: a windowed layer keeps the codes of its window and
-    // one step, not of the whole context.
-    if (shape.window > 0) caches.back().max_append = max_step;
+    // one step, an evicting one those of its budget and one step, not of the whole context.
+    if (shape.window > 0 || caches.back().budget > 0) caches.back().max_append = max_step;
   }
   cuda::DecoderShape shape;
   shape.layers = c.layers, shape.embedding = c.embedding, shape.feed_forward = c.feed_forward;
