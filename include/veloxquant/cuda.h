@@ -111,7 +111,8 @@ class DeviceCache {
   DeviceCache& operator=(const DeviceCache&) = delete;
 
   // k, v: device fp16 [batch, kv_heads, n, head_dim]; positions: device int64 [batch, n].
-  // One kernel launch. Throws Error if the tokens would pass capacity.
+  // One kernel launch. Throws Error if the tokens held would pass capacity (an evicting cache whose
+  // codes wrap, CacheConfig::max_append, goes on past it: it holds its budget and a step).
   void append(const uint16_t* k, const uint16_t* v, const int64_t* positions, size_t n,
               void* stream = nullptr);
   // One decode query per sequence: q device fp16 [batch, q_heads, head_dim] (q_heads a multiple
@@ -128,7 +129,10 @@ class DeviceCache {
   // cache (budget > 0) drops its oldest tokens past the budget. No launch; nothing without a budget.
   void finish_step();
 
+  // Tokens taken since the cache was made (sinks and evicted ones included), and tokens held now
+  // (an evicting cache's sinks and kept tokens; tokens() otherwise).
   size_t tokens() const;
+  size_t held_tokens() const;
   const CacheConfig& config() const;
   // Bytes a sequence-set of this many tokens stores, counted like KVCache::bytes(): codes, the
   // fp16 residual rows and, once per stream, the shared state (signs, codebooks).

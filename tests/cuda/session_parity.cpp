@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -130,6 +132,30 @@ INSTANTIATE_TEST_SUITE_P(Methods, GpuSession,
                              if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
                            return name;
                          });
+
+// streaming_llm on the GPU decodes past the session's context in the memory of its budget, as the
+// CPU session does: the same tokens give the same logits and the same cache bytes at every step.
+TEST(GpuStreaming, DecodesPastTheContextAsTheCpu) {
+  constexpr size_t kShortContext = 256, kPrompt = 200, kSteps = 400;
+  const std::vector<int32_t> tokens = prompt(kPrompt + kSteps);
+  for (const char* spec :
+       {"streaming_llm:budget=100", "streaming_llm:budget=200,sinks=4+kivi:kbits=4,vbits=4,residual=64"}) {
+    Session gpu(model(), SessionOptions{spec, kShortContext, Device::Cuda, GpuWeights::F32});
+    Session cpu(model(), SessionOptions{spec, kShortContext, Device::Cpu, GpuWeights::F32});
+    const std::span<const int32_t> first(tokens.data(), kPrompt);
+    double worst = relative_error(gpu.eval(first, Logits::Last), cpu.eval(first, Logits::Last));
+    for (size_t i = kPrompt; i < tokens.size(); ++i) {
+      const std::span<const int32_t> next(tokens.data() + i, 1);
+      worst = std::max(worst, relative_error(gpu.eval(next, Logits::Last), cpu.eval(next, Logits::Last)));
+      ASSERT_EQ(gpu.kv_bytes(), cpu.kv_bytes()) << spec << " at position " << i;
+      ASSERT_EQ(gpu.room(), cpu.room()) << spec << " at position " << i;
+    }
+    EXPECT_EQ(gpu.position(), kPrompt + kSteps);
+    EXPECT_LE(worst, 2e-3) << spec;
+    std::printf("| %s | context %zu, position %zu | kv bytes %zu | logits err %.2e |\n", spec, kShortContext,
+                gpu.position(), gpu.kv_bytes(), worst);
+  }
+}
 
 TEST(GpuSessionRefusals, AnotherSpecsFileLeavesTheSessionAsItWas) {
   const std::string dir = std::filesystem::temp_directory_path() /

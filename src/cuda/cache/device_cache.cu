@@ -3,6 +3,7 @@
 // (device_format.h): code sizes, tables, kernels; the kernels live in the family folders.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <numeric>
 #include <string>
 
@@ -87,6 +88,7 @@ struct DeviceCache::Impl {
 
   // Tokens of the stream (all but the sinks), evicted ones included: the formats' token index.
   size_t stream_tokens() const { return tokens - sink_tokens; }
+  size_t held_tokens() const { return tokens - dropped; }
   // Tokens of one stream held as codes now, counted from the stream's start (the evicted ones are
   // whole blocks, so the blocks fall where the CPU cache's do in what it keeps).
   int encoded(int block) const {
@@ -381,9 +383,13 @@ void DeviceCache::append(const uint16_t* k, const uint16_t* v, const int64_t* po
   Impl& m = *impl_;
   const CacheConfig& c = m.config;
   if (n == 0) throw Error("cuda cache append: 0 tokens; expected at least 1");
-  if (m.tokens + n > c.capacity) {
-    throw Error("cuda cache append: " + std::to_string(m.tokens) + " + " + std::to_string(n) +
-                " tokens exceed capacity " + std::to_string(c.capacity));
+  // An evicting cache whose codes wrap holds its budget and one append whatever it has taken.
+  const bool rolls = c.budget > 0 && m.keys.wrap_tokens > 0;
+  const size_t held = rolls ? m.held_tokens() : m.tokens;
+  if (held + n > c.capacity || m.tokens + n > size_t{INT32_MAX}) {
+    throw Error("cuda cache append: " + std::to_string(held) + " + " + std::to_string(n) + " tokens exceed " +
+                (held + n > c.capacity ? "capacity " + std::to_string(c.capacity)
+                                       : "the 2^31 - 1 tokens the kernels count"));
   }
   if (m.keys.wrap_tokens > 0 && n > c.max_append) {
     throw Error("cuda cache append: " + std::to_string(n) +
@@ -436,6 +442,7 @@ void DeviceCache::finish_step() {
 }
 
 size_t DeviceCache::tokens() const { return impl_->tokens; }
+size_t DeviceCache::held_tokens() const { return impl_->held_tokens(); }
 const CacheConfig& DeviceCache::config() const { return impl_->config; }
 
 size_t DeviceCache::attend_read_bytes() const {

@@ -5,6 +5,7 @@
 #include "veloxquant/error.h"
 
 #ifdef VELOXQUANT_WITH_CUDA
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -37,11 +38,18 @@ class CudaForward final : public DeviceForward {
  public:
   CudaForward(const cuda::DecoderShape& shape, const cuda::DecoderWeights& weights,
               std::vector<cuda::CacheConfig> caches, size_t max_step)
-      : decoder_(shape, weights, std::move(caches), max_step), weight_bytes_(matrix_bytes(weights)) {}
+      : decoder_(shape, weights, std::move(caches), max_step),
+        weight_bytes_(matrix_bytes(weights)),
+        layers_(shape.layers) {}
   void step(const int32_t* tokens, size_t n, size_t first_logit, float* logits) override {
     decoder_.step(tokens, n, first_logit, logits);
   }
   std::vector<int32_t> sample(std::span<const SampleRequest> requests) override { return decoder_.sample(requests); }
+  size_t held_tokens() const override {
+    size_t held = 0;
+    for (size_t l = 0; l < layers_; ++l) held = std::max(held, decoder_.cache(l).held_tokens());
+    return held;
+  }
   size_t key_bytes() const override { return decoder_.key_bytes(); }
   size_t value_bytes() const override { return decoder_.value_bytes(); }
   size_t weight_bytes() const override { return weight_bytes_; }
@@ -87,6 +95,7 @@ class CudaForward final : public DeviceForward {
   }
   cuda::DeviceDecoder decoder_;
   size_t weight_bytes_;
+  size_t layers_;
 };
 
 }  // namespace

@@ -25,6 +25,9 @@ class DeviceForward {
   virtual void step(const int32_t* tokens, size_t n, size_t first_logit, float* logits) = 0;
   // Each sequence's next token from its last token's logits of the last step, picked on the device.
   virtual std::vector<int32_t> sample(std::span<const SampleRequest> requests) = 0;
+  // The most tokens any layer's cache holds now (less than the tokens stepped once an evicting
+  // cache has dropped some).
+  virtual size_t held_tokens() const = 0;
   virtual size_t key_bytes() const = 0;
   virtual size_t value_bytes() const = 0;
   // Bytes of the weights on the device: every matrix decoded once at load to f16 (or f32).

@@ -466,7 +466,9 @@ size_t Session::position() const { return impl_->position; }
 size_t Session::room() const {
   const Impl& s = *impl_;
   size_t used = s.position;
-  if (!s.gpu && s.caches.front().evicts()) {
+  if (s.gpu) {
+    used = s.gpu->held_tokens();  // an evicting GPU cache, too, goes on past the context
+  } else if (s.caches.front().evicts()) {
     used = 0;
     for (const KVCache& cache : s.caches)
       for (size_t h = 0; h < cache.kv_heads(); ++h) used = std::max(used, cache.stored_tokens(h));
