@@ -4,9 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
-#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -25,14 +23,9 @@ namespace {
 
 constexpr size_t kBatch = 2, kKvHeads = 2, kGroupHeads = 4, kChunk = 48, kChunks = 12, kDecode = 40;
 
-struct EvictCase {
-  const char* spec;
-  size_t dim;
-};
+using vc::parity::SpecAtDim;
 
-void PrintTo(const EvictCase& c, std::ostream* os) { *os << c.spec << " head_dim " << c.dim; }
-
-class StreamingGpu : public testing::TestWithParam<EvictCase> {
+class StreamingGpu : public testing::TestWithParam<SpecAtDim> {
  public:
   static void SetUpTestSuite() {
     std::printf("\n| streaming_llm cache (prompt steps of %zu, then single tokens) | tokens | bytes stored, "
@@ -50,7 +43,7 @@ void expect_same_stream(const vc::HostStream& gpu, const vq::CacheStream& cpu, c
 }
 
 TEST_P(StreamingGpu, EvictsAndAttendsAsTheCpuCache) {
-  const EvictCase& w = GetParam();
+  const SpecAtDim& w = GetParam();
   const size_t d = w.dim, qh = kKvHeads * kGroupHeads, row = qh * d, total = kChunk * kChunks + kDecode;
   const vq::LayerShape shape{kKvHeads, d, 3, 42};
   vq::RopeParams rope;
@@ -123,18 +116,13 @@ TEST_P(StreamingGpu, EvictsAndAttendsAsTheCpuCache) {
 
 INSTANTIATE_TEST_SUITE_P(
     Formats, StreamingGpu,
-    testing::Values(EvictCase{"streaming_llm:budget=96,sinks=4", 128},
-                    EvictCase{"streaming_llm:budget=64,sinks=0", 64},
-                    EvictCase{"streaming_llm:budget=200,sinks=4+kivi:kbits=2,vbits=2", 128},
-                    EvictCase{"streaming_llm:budget=120,sinks=2+kivi:kbits=4,vbits=4,group=64,residual=32",
+    testing::Values(SpecAtDim{"streaming_llm:budget=96,sinks=4", 128},
+                    SpecAtDim{"streaming_llm:budget=64,sinks=0", 64},
+                    SpecAtDim{"streaming_llm:budget=200,sinks=4+kivi:kbits=2,vbits=2", 128},
+                    SpecAtDim{"streaming_llm:budget=120,sinks=2+kivi:kbits=4,vbits=4,group=64,residual=32",
                               80},
-                    EvictCase{"streaming_llm:budget=100,sinks=4+turboquant_mse:bits=4,vbits=4", 256},
-                    EvictCase{"streaming_llm:budget=180,sinks=4+qjl", 128}),
-    [](const testing::TestParamInfo<EvictCase>& info) {
-      std::string s = std::string(info.param.spec) + "_d" + std::to_string(info.param.dim);
-      for (char& c : s)
-        if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-      return s;
-    });
+                    SpecAtDim{"streaming_llm:budget=100,sinks=4+turboquant_mse:bits=4,vbits=4", 256},
+                    SpecAtDim{"streaming_llm:budget=180,sinks=4+qjl", 128}),
+    vc::parity::case_name);
 
 }  // namespace

@@ -3,10 +3,14 @@
 #pragma once
 
 #include <cuda_runtime.h>
+#include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdint>
+#include <ostream>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "cuda/common/check.cuh"
@@ -30,6 +34,19 @@ struct DeviceBuffer {
     return h;
   }
 };
+
+// A case of a parameterized cache test: a spec at a head size, printed and named for GoogleTest.
+struct SpecAtDim {
+  const char* spec;
+  size_t dim;
+};
+inline void PrintTo(const SpecAtDim& c, std::ostream* os) { *os << c.spec << " head_dim " << c.dim; }
+inline std::string case_name(const testing::TestParamInfo<SpecAtDim>& info) {
+  std::string s = std::string(info.param.spec) + "_d" + std::to_string(info.param.dim);
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return s;
+}
 
 // ||out - ref|| / ||ref||.
 inline double normalized_error(const std::vector<float>& out, const std::vector<float>& ref) {

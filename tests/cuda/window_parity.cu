@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -26,12 +25,9 @@ namespace {
 
 constexpr size_t kBatch = 2, kKvHeads = 2, kGroupHeads = 4, kWindow = 100, kChunk = 48, kChunks = 40;
 
-struct WrapCase {
-  const char* spec;
-  size_t dim;
-};
+using vc::parity::SpecAtDim;
 
-class WindowedCodes : public testing::TestWithParam<WrapCase> {
+class WindowedCodes : public testing::TestWithParam<SpecAtDim> {
  public:
   static void SetUpTestSuite() {
     std::printf("\n| windowed layer, codes bounded (window %zu, appends of %zu) | tokens | bytes stored | "
@@ -42,7 +38,7 @@ class WindowedCodes : public testing::TestWithParam<WrapCase> {
 };
 
 TEST_P(WindowedCodes, WrapAndAttendAsTheCpuCache) {
-  const WrapCase& w = GetParam();
+  const SpecAtDim& w = GetParam();
   const size_t d = w.dim, qh = kKvHeads * kGroupHeads, row = qh * d, total = kChunk * kChunks + 8;
   vq::LayerShape shape{kKvHeads, d, 3, 42};
   shape.window = kWindow;
@@ -97,16 +93,10 @@ TEST_P(WindowedCodes, WrapAndAttendAsTheCpuCache) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, WindowedCodes,
-                         testing::Values(WrapCase{"fp16", 128}, WrapCase{"kivi:kbits=2,vbits=2", 128},
-                                         WrapCase{"kivi:kbits=4,vbits=4,group=64", 80},
-                                         WrapCase{"turboquant_mse:bits=4,vbits=4", 256},
-                                         WrapCase{"qjl", 128}),
-                         [](const testing::TestParamInfo<WrapCase>& info) {
-                           std::string s = std::string(info.param.spec) + "_d" +
-                                           std::to_string(info.param.dim);
-                           for (char& c : s)
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return s;
-                         });
+                         testing::Values(SpecAtDim{"fp16", 128}, SpecAtDim{"kivi:kbits=2,vbits=2", 128},
+                                         SpecAtDim{"kivi:kbits=4,vbits=4,group=64", 80},
+                                         SpecAtDim{"turboquant_mse:bits=4,vbits=4", 256},
+                                         SpecAtDim{"qjl", 128}),
+                         vc::parity::case_name);
 
 }  // namespace
