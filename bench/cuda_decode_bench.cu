@@ -1,7 +1,8 @@
 // CUDA decode benchmark: fused decode attention over compressed caches (KIVI 2/4-bit,
 // TurboQuant-MSE and TurboQuant-prod 2/3/4-bit, QJL keys with 2/4-bit values, VecInfer's 1-bit
 // product-VQ keys with 4-bit values, kvquant_nuq's 3-bit records decoded tile by tile, keys turned
-// by RoPE as they are read) and over our fp16 cache, plus quantize-on-append against a plain fp16
+// by RoPE as they are read, KITTY's 2-bit keys with 16 channels at 4 bits decoded tile by tile and
+// 2-bit values) and over our fp16 cache, plus quantize-on-append against a plain fp16
 // store of the same token. Writes JSON lines (one record per measurement) to --out; the driver
 // bench/cuda/run_h200.sh adds PyTorch SDPA on the same shapes and writes the report.
 //
@@ -28,6 +29,7 @@
 #include "core/lloyd_max.h"
 #include "core/rng.h"
 #include "cuda/common/check.cuh"
+#include "cuda/kitty/kitty_rules.h"
 #include "cuda/kvquant/kvquant_rules.h"
 #include "cuda/qjl/qjl_rules.h"
 #include "cuda/turboquant/turboquant_rules.h"
@@ -75,7 +77,7 @@ vc::CacheConfig config_for(const Method& m, size_t batch, size_t capacity) {
   c.format = m.format;
   c.batch = batch, c.kv_heads = kKvHeads, c.head_dim = kDim, c.capacity = capacity;
   c.bits = m.bits, c.group = 32;
-  const bool windowed = m.format == "kivi" || m.format == "qjl";
+  const bool windowed = m.format == "kivi" || m.format == "qjl" || m.format == "kitty";
   c.residual = windowed ? 128 : 0;
   c.rope.dims = kDim;
   const bool prod = m.format == "turboquant_prod", rvq = m.format == "turboquant_rvq";
@@ -130,6 +132,7 @@ vc::CacheConfig config_for(const Method& m, size_t batch, size_t capacity) {
     c.tables = std::move(t);
     c.keys_before_rope = true;
   }
+  if (m.format == "kitty") c.tables = std::make_shared<vc::KittyTables>();  // 2-bit keys, 16 channels at 4
   if (m.format == "qjl") {  // qjl's defaults at head_dim 128
     auto t = std::make_shared<vc::QjlTables>();
     vq::Rng rng(vq::derive_seed(0, {0, 4}));
@@ -199,6 +202,7 @@ int main(int argc, char** argv) {
                                        {"tq_rvq2", "turboquant_rvq", 4},
                                        {"qjl2", "qjl", 2},
                                        {"qjl4", "qjl", 4},
+                                       {"kitty2", "kitty", 2},
                                        {"vecinfer4", "vecinfer", 4},
                                        {"kvquant3", "kvquant_nuq", 3}};
   const std::vector<size_t> batches = {1, 8};

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/rotation.h"
+#include "cuda/kitty/kitty_rules.h"
 #include "cuda/kvquant/kvquant_rules.h"
 #include "cuda/qjl/qjl_rules.h"
 #include "cuda/turboquant/turboquant_rules.h"
@@ -72,6 +73,27 @@ TEST(DeviceCacheConfig, RefusesWhatTheBackendCannotRun) {
   EXPECT_CONTAINS(refusal("kivi:kbits=4,vbits=4,group=48"), "kivi group 48; expected 32, 64, 96 or 128");
   EXPECT_CONTAINS(refusal("qjl:proj=512"), "qjl proj 512, outlier_proj 128; expected 256 and 128");
   EXPECT_CONTAINS(refusal("turboquant_mse:bits=5,vbits=5"), "turboquant bits 5; expected 2, 3 or 4");
+  EXPECT_CONTAINS(refusal("kitty:vbits=8"), "kitty vbits 8; expected 2 or 4");
+  EXPECT_CONTAINS(refusal("kitty:group=48"), "kitty group 48; expected 32, 64, 96 or 128");
+}
+
+TEST(DeviceCacheConfig, CopiesKittysKeySettings) {
+  const cuda::CacheConfig c =
+      device_cache_config("kitty:bits=4,high_bits=8,boost=0.25,vbits=4,group=64,residual=32", kShape, 1, 100);
+  EXPECT_EQ(c.format, "kitty");
+  EXPECT_EQ(c.bits, 4u);
+  EXPECT_EQ(c.group, 64u);
+  EXPECT_EQ(c.block, 64u);
+  EXPECT_EQ(c.residual, 32u);
+  const auto* t = dynamic_cast<const cuda::KittyTables*>(c.tables.get());
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->key_bits, 4u);
+  EXPECT_EQ(t->high_bits, 8u);
+  EXPECT_EQ(t->boosted, 32u);  // round(0.25 x 128), as the CPU codec boosts
+  // A missing or foreign table is refused by name.
+  cuda::CacheConfig bare = c;
+  bare.tables = nullptr;
+  EXPECT_CONTAINS(cuda::kitty_problem(bare), "kitty without its key settings");
 }
 
 TEST(DeviceCacheConfig, TakesGemmaAndPhiHeads) {
@@ -79,9 +101,9 @@ TEST(DeviceCacheConfig, TakesGemmaAndPhiHeads) {
   // bits, TurboQuant rotates with a dense matrix, QJL's 5 and 6 outlier channels put its records
   // at any byte; value groups that divide head_dim or not).
   for (const size_t dim : {size_t{80}, size_t{96}, size_t{256}})
-    for (const char* spec :
-         {"kivi:kbits=2,vbits=2", "kivi:kbits=4,vbits=4,group=96", "turboquant_mse:bits=4,vbits=4",
-          "turboquant_prod:bits=2,vbits=2", "qjl:vbits=2", "qjl:vbits=4,vgroup=48"})
+    for (const char* spec : {"kivi:kbits=2,vbits=2", "kivi:kbits=4,vbits=4,group=96",
+                             "turboquant_mse:bits=4,vbits=4", "turboquant_prod:bits=2,vbits=2", "qjl:vbits=2",
+                             "qjl:vbits=4,vgroup=48", "kitty", "kitty:vbits=4,boost=0.5,group=96"})
       EXPECT_EQ(device_cache_config(spec, LayerShape{2, dim, 3, 11, 6}, 1, 8).head_dim, dim) << spec;
   for (const char* spec : {"turboquant_mse:bits=4,vbits=4", "turboquant_prod:bits=3,vbits=3", "qjl"})
     EXPECT_EQ(device_cache_config(spec, LayerShape{2, 256, 3, 11, 6}, 1, 8).head_dim, 256u) << spec;
@@ -117,9 +139,8 @@ TEST(DeviceCacheConfig, SupportsIsTheConfigurationsAnswer) {
   std::string listed;
   for (const MethodInfo& m : registered_methods())
     if (m.cuda_config) listed += (listed.empty() ? "" : ", ") + m.name;
-  EXPECT_EQ(
-      listed,
-      "fp16, kivi, turboquant_mse, turboquant_prod, turboquant_rvq, qjl, kvquant_nuq, vecinfer, ratequant");
+  EXPECT_EQ(listed, "fp16, kivi, turboquant_mse, turboquant_prod, turboquant_rvq, qjl, kitty, kvquant_nuq, "
+                    "vecinfer, ratequant");
   EXPECT_CONTAINS(cuda::supports(parse_spec("palu"), kShape).reason, "the CUDA backend runs " + listed + "; palu");
 }
 

@@ -348,9 +348,10 @@ Result run_case(const Case& k, std::mt19937& gen) {
 // kvquant_nuq decodes its keys and values into fp16 rows before the tensor cores take them: every
 // element of both is rounded to fp16 where an fp16 cache's rows are exact, on top of the
 // probabilities' rounding: 2e-3 (its 55 cases gave 3.4e-4 to 8.8e-4 on an H100, 2026-12-07).
+// kitty's keys are decoded to fp16 rows likewise, and its values take KIVI's path: 2e-3.
 double bound_for(const std::string& format) {
   return format == "kivi" || format == "qjl" || format == "turboquant_rvq" || format == "vecinfer" ||
-                 format == "kvquant_nuq"
+                 format == "kvquant_nuq" || format == "kitty"
              ? 2e-3
              : 1e-3;
 }
@@ -422,7 +423,20 @@ std::vector<Case> generated_cases() {
            {"kvquant3_O5pct_d128_g4", "kvquant_nuq:bits=3,outliers=0.05", 128, 4},
            {"kvquant2_O0_d64_g8", "kvquant_nuq:bits=2,outliers=0", 64, 8},
            {"kvquant4_nosink_d96_g2", "kvquant_nuq:bits=4,sink=false", 96, 2},
-           {"kvquant8_d80_g4", "kvquant_nuq:bits=8", 80, 4}})
+           {"kvquant8_d80_g4", "kvquant_nuq:bits=8", 80, 4},
+           // kitty (its bit parameters cannot all take one width, so none is generated): the
+           // defaults at every head size, 4-bit keys boosted to 8, no boosted channel, half of
+           // them, groups of 64, 96 (dense value codes) and 128, and a window with capped scores.
+           {"kitty_d64_g8", "kitty", 64, 8},
+           {"kitty_B25_d80_g2", "kitty:boost=0.25", 80, 2},
+           {"kitty_V4_d96_g1", "kitty:vbits=4", 96, 1},
+           {"kitty_d128_g4", "kitty", 128, 4},
+           {"kitty_d256_g4", "kitty", 256, 4},
+           {"kitty4_H8_V4_G64_R64_d128_g8", "kitty:bits=4,high_bits=8,vbits=4,group=64,residual=64", 128, 8},
+           {"kitty_B0_d128_g2", "kitty:boost=0", 128, 2},
+           {"kitty_B50_d64_g4", "kitty:boost=0.5", 64, 4},
+           {"kitty_G96_R32_d128_g4", "kitty:group=96,residual=32", 128, 4},
+           {"kitty_G128_V4_d128_g2_window100_cap", "kitty:group=128,vbits=4", 128, 2, 100, 5.0f}})
     cases.push_back(c);
   return cases;
 }

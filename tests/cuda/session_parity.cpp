@@ -125,7 +125,7 @@ TEST_F(GpuSessionFiles, KvquantFilesCarryEachStreamsFirstToken) {
 INSTANTIATE_TEST_SUITE_P(Methods, GpuSession,
                          testing::Values("fp16", "kivi:kbits=2,vbits=2,residual=64", "kivi:kbits=4,vbits=4",
                                          "turboquant_mse:bits=4,vbits=4", "turboquant_prod:bits=3,vbits=3",
-                                         "turboquant_rvq", "qjl:vbits=4", "ratequant:bits=4/2+kivi"),
+                                         "turboquant_rvq", "qjl:vbits=4", "ratequant:bits=4/2+kivi", "kitty"),
                          [](const testing::TestParamInfo<const char*>& i) {
                            std::string name = i.param;
                            for (char& c : name)

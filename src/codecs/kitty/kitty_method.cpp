@@ -1,8 +1,11 @@
+#include <memory>
 #include <string>
 
 #include "codecs/kitty/kitty_key_codec.h"
 #include "codecs/kitty/method.h"
 #include "codecs/kivi/kivi_value_codec.h"
+#include "cuda/kitty/kitty_rules.h"
+#include "veloxquant/cuda.h"
 #include "veloxquant/error.h"
 
 namespace veloxquant {
@@ -46,6 +49,22 @@ MethodInfo kitty_method() {
     c.residual = static_cast<size_t>(p.get_int("residual"));
     return c;
   };
+  // The CPU codec's key blocks and KIVI's values; the GPU decodes each tile of keys into fp16 rows
+  // (the channel order of a block's codes follows its mask) and sums the values on their codes.
+  m.cuda_config = [](const Params& p, const LayerShape& s, cuda::CacheConfig& c) {
+    c.format = "kitty";
+    c.bits = static_cast<unsigned>(p.get_int("vbits"));
+    c.group = static_cast<size_t>(p.get_int("group"));
+    c.block = c.group;  // key blocks of group tokens hold the values' blocks of 4
+    c.residual = static_cast<size_t>(p.get_int("residual"));
+    auto t = std::make_shared<cuda::KittyTables>();
+    t->key_bits = static_cast<unsigned>(p.get_int("bits"));
+    t->high_bits = static_cast<unsigned>(p.get_int("high_bits"));
+    t->boosted = kitty::boost_channels(p.get_float("boost"), s.head_dim);
+    c.tables = std::move(t);
+    return cuda::kitty_problem(c);
+  };
+  m.cuda_attention = "on fp16 key rows decoded tile by tile in shared memory, values on their codes";
   return m;
 }
 

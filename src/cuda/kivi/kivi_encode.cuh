@@ -46,6 +46,22 @@ struct Grid {
   }
 };
 
+// The key groups an append encodes, split so that a long prefill runs them in parallel and no
+// block reads a ring row another writes: block (s, 0) takes the groups that hold rows cached
+// before the append, [first, last), then the values and the rings; blocks (s, 1..) one group each
+// of the `fresh_groups` made only of appended rows, from token `fresh` on.
+struct KeyGroupPlan {
+  int first, last, fresh, fresh_groups;
+  __host__ static KeyGroupPlan of(const AppendParams& p, int group) {
+    const int k0 = encoded_tokens(p.old_tokens, p.residual, group);
+    const int k1 = encoded_tokens(p.old_tokens + p.n, p.residual, group);
+    const int fresh = k0 > (p.old_tokens + group - 1) / group * group
+                          ? k0
+                          : (p.old_tokens + group - 1) / group * group;
+    return {k0, fresh < k1 ? fresh : k1, fresh, k1 > fresh ? (k1 - fresh) / group : 0};
+  }
+};
+
 // Channel c of token t of one stream: from the ring if it was cached before this append.
 __device__ inline float stream_value(const AppendParams& p, const StreamView& s, const uint16_t* rows,
                                      bool key, int seq, int t, int c) {

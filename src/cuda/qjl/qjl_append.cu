@@ -114,8 +114,8 @@ __device__ void encode_key_group(const AppendParams& p, const QjlDevice& q, int 
   __syncthreads();
 }
 
-// Key groups [first, last) (step group) in block (s, 0), then values and rings; in block (s, y)
-// the y-th group from `fresh` on.
+// Key groups [first, last) in block (s, 0), then values and rings; in block (s, y) the y-th group
+// from `fresh` on (kivi::KeyGroupPlan).
 __global__ void qjl_append_kernel(AppendParams p, int vbits, QjlDevice q, int first, int last, int fresh) {
   extern __shared__ __align__(16) uint8_t smem[];
   if (blockIdx.y > 0) {
@@ -132,18 +132,14 @@ __global__ void qjl_append_kernel(AppendParams p, int vbits, QjlDevice q, int fi
 }  // namespace
 
 void launch_qjl_append(const AppendParams& p, int batch, int vbits, const QjlDevice& q, cudaStream_t stream) {
-  const int G = q.group;
-  const int k0 = encoded_tokens(p.old_tokens, p.residual, G);
-  const int k1 = encoded_tokens(p.old_tokens + p.n, p.residual, G);
-  // Groups from `fresh` on hold appended rows only (groups start at multiples of G).
-  const int fresh = std::max(k0, (p.old_tokens + G - 1) / G * G);
-  const int old_end = std::min(fresh, k1), fresh_groups = std::max(0, (k1 - fresh) / G);
+  const kivi::KeyGroupPlan plan = kivi::KeyGroupPlan::of(p, q.group);
   const int value_groups = kivi::ValueLayout{p.head_dim, vbits, q.value_group}.groups();
-  const size_t bytes = std::max(key_group_bytes(p.head_dim, G),
+  const size_t bytes = std::max(key_group_bytes(p.head_dim, q.group),
                                 kivi::value_encode_bytes(p.head_dim, value_groups));
   VQ_CUDA_CHECK(cudaFuncSetAttribute(qjl_append_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(bytes)));
-  qjl_append_kernel<<<dim3(batch * p.kv_heads, 1 + fresh_groups), p.head_dim, bytes, stream>>>(p, vbits, q, k0, old_end, fresh);
+  qjl_append_kernel<<<dim3(batch * p.kv_heads, 1 + plan.fresh_groups), p.head_dim, bytes, stream>>>(
+      p, vbits, q, plan.first, plan.last, plan.fresh);
   VQ_CUDA_CHECK_LAUNCH("qjl_append_kernel");
 }
 
