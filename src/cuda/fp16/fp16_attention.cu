@@ -3,10 +3,11 @@
 // tensor cores for both products (fp16_tile.cuh).
 #include <cuda_fp16.h>
 
-#include "cuda/fp16/fp16_launch.h"
+#include "cuda/attention/head_dims.h"
 #include "cuda/attention/tc_decode.cuh"
-#include "cuda/fp16/fp16_tile.cuh"
 #include "cuda/common/check.cuh"
+#include "cuda/fp16/fp16_launch.h"
+#include "cuda/fp16/fp16_tile.cuh"
 #include "veloxquant/error.h"
 
 namespace veloxquant::cuda {
@@ -73,16 +74,7 @@ SplitKernel split_kernel() {
 }  // namespace
 
 SplitKernel fp16_split_kernel(const AttendParams& p) {
-  switch (p.head_dim) {
-    case 64: return split_kernel<64>();
-    case 80: return split_kernel<80>();
-    case 96: return split_kernel<96>();
-    case 128: return split_kernel<128>();
-    case 256: return split_kernel<256>();
-    default: break;
-  }
-  throw Error("cuda fp16 attention: head_dim " + std::to_string(p.head_dim) +
-              "; expected 64, 80, 96, 128 or 256");
+  return with_head_dim(p.head_dim, "cuda fp16 attention", [&]<int D>() { return split_kernel<D>(); });
 }
 
 }  // namespace veloxquant::cuda

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "cuda/attention/head_dims.h"
 #include "cuda/attention/tc_decode.cuh"
 #include "cuda/common/check.cuh"
 #include "cuda/fp16/fp16_tile.cuh"
@@ -128,14 +129,8 @@ __device__ void attend_codes(const AttendParams& p, int seq, int main_split, uin
     for (int h = 0; h < 2; ++h)
 #pragma unroll
       for (int r = 0; r < 4; ++r) s[h][r] *= p.scale;
-    mask_tile(s, ln, tile * kTileTokens, score_mask(p, p.main_end));
-    float alpha[2];
-    st.update(s, alpha);
-    values.rescale(alpha);
-    stage_probabilities(pt, s, ln);
-    __syncwarp();
-    values.add_tile(stage + sl.values, pt, ln);
-    __syncwarp();
+    kivi::attend_tile_on_values(s, stage + sl.values, tile * kTileTokens, score_mask(p, p.main_end), st,
+                                values, pt, ln);
   });
   async_wait<0>();
   __syncthreads();
@@ -150,11 +145,10 @@ __global__ void __launch_bounds__(kThreads) kitty_attend_kernel(AttendParams p) 
   const int warp = threadIdx.x / kWarp;
   float* pt = reinterpret_cast<float*>(smem) + warp * kPtFloats;  // probabilities, per warp
   uint8_t* stages = smem + sizeof(float) * kWarps * kPtFloats;
-  // The ring split, when there is one, is split 0: it starts first, beside the long main splits.
-  const int seq = blockIdx.y, ring_splits = p.splits - p.main_splits;
-  if (static_cast<int>(blockIdx.x) < ring_splits)
-    kivi::attend_ring<D, VBITS>(p, seq, min(p.format.get<KittyArgs>().group, D), pt, stages);
-  else attend_codes<D, VBITS, VG>(p, seq, blockIdx.x - ring_splits, stages, pt);
+  kivi::ring_or_codes<D, VBITS>(p, min(p.format.get<KittyArgs>().group, D), pt, stages,
+                                [&](int seq, int split) {
+                                  attend_codes<D, VBITS, VG>(p, seq, split, stages, pt);
+                                });
 }
 
 template <int D, int VBITS, int VG>
@@ -179,16 +173,8 @@ SplitKernel for_value_group(const AttendParams& p) {
 
 template <int VBITS>
 SplitKernel for_head_dim(const AttendParams& p) {
-  switch (p.head_dim) {
-    case 64: return for_value_group<64, VBITS>(p);
-    case 80: return for_value_group<80, VBITS>(p);
-    case 96: return for_value_group<96, VBITS>(p);
-    case 128: return for_value_group<128, VBITS>(p);
-    case 256: return for_value_group<256, VBITS>(p);
-    default:
-      throw Error("cuda kitty attention: head_dim " + std::to_string(p.head_dim) +
-                  "; expected 64, 80, 96, 128 or 256");
-  }
+  return with_head_dim(p.head_dim, "cuda kitty attention",
+                       [&]<int D>() { return for_value_group<D, VBITS>(p); });
 }
 
 }  // namespace

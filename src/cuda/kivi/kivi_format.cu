@@ -3,25 +3,22 @@
 #include <algorithm>
 #include <memory>
 
-#include "cuda/cache/device_format.h"
 #include "cuda/kivi/kivi_launch.h"
 #include "cuda/kivi/kivi_layout.cuh"
 #include "cuda/kivi/kivi_rules.h"
+#include "cuda/kivi/kivi_values_format.h"
 #include "veloxquant/error.h"
 
 namespace veloxquant::cuda {
 namespace {
 
-class KiviFormat final : public DeviceFormat {
+class KiviFormat final : public KiviValuesFormat {
  public:
   explicit KiviFormat(const CacheConfig& c)
-      : keys_{int(c.head_dim), int(c.bits), int(c.group)},
-        values_{int(c.head_dim), int(c.bits), int(std::min(c.group, c.head_dim))} {}
-  bool windowed() const override { return true; }
-  int key_block() const override { return keys_.group; }
-  int value_block() const override { return 4; }
-  size_t key_code_bytes(size_t n) const override { return n / keys_.group * keys_.block_bytes(); }
-  size_t value_code_bytes(size_t n) const override { return n / 4 * values_.block_bytes(); }
+      : KiviValuesFormat(int(c.group),
+                         kivi::KeyLayout{int(c.head_dim), int(c.bits), int(c.group)}.block_bytes(),
+                         {int(c.head_dim), int(c.bits), int(std::min(c.group, c.head_dim))}),
+        keys_{int(c.head_dim), int(c.bits), int(c.group)} {}
   void append(const AppendParams& p, int batch, cudaStream_t s) const override {
     launch_kivi_append(p, batch, keys_.bits, keys_.group, s);
   }
@@ -32,7 +29,6 @@ class KiviFormat final : public DeviceFormat {
 
  private:
   kivi::KeyLayout keys_;
-  kivi::ValueLayout values_;
 };
 
 std::unique_ptr<DeviceFormat> make(const CacheConfig& c) {

@@ -160,6 +160,22 @@ auto for_value_group(int group, Make&& make) {
   return make.template operator()<0>();
 }
 
+// A tile's scores s (C layout, scaled) join the online softmax and weight its 8 value blocks
+// (Values: ValuesOf); the kernels whose values are KIVI's end each tile with it.
+template <class Values>
+__device__ void attend_tile_on_values(float (&s)[2][4], const uint8_t* value_blocks, int first_token,
+                                      const ScoreMask& mask, TcSoftmax& st, Values& values, float* pt,
+                                      const MmaLane& ln) {
+  mask_tile(s, ln, first_token, mask);
+  float alpha[2];
+  st.update(s, alpha);
+  values.rescale(alpha);
+  stage_probabilities(pt, s, ln);
+  __syncwarp();
+  values.add_tile(value_blocks, pt, ln);
+  __syncwarp();
+}
+
 // The ring split: keys of [key_encoded, tokens) are fp16 rows of the ring; values of
 // [key_encoded, value_encoded) still come from codes (decoded to fp16 here), the rest from rows.
 // At most residual + key group tokens: kRingWarps warps take 32-token tiles in turn, stage them in
@@ -210,6 +226,16 @@ __device__ void attend_ring(const AttendParams& p, int seq, int value_group, flo
   }
   __syncthreads();  // the staging areas end where the epilogue's begin
   write_tc_partial<D>(p, st, acc, fp16_tile_channel, stages, seq, blockIdx.x);
+}
+
+// A kernel's split of the stream: the ring split, when there is one, is split 0 (it starts first,
+// beside the long main splits); every other split runs codes(seq, split of the coded part).
+template <int D, int BITS, class Codes>
+__device__ void ring_or_codes(const AttendParams& p, int value_group, float* pt, uint8_t* stages,
+                              Codes&& codes) {
+  const int seq = blockIdx.y, ring_splits = p.splits - p.main_splits;
+  if (static_cast<int>(blockIdx.x) < ring_splits) attend_ring<D, BITS>(p, seq, value_group, pt, stages);
+  else codes(seq, static_cast<int>(blockIdx.x) - ring_splits);
 }
 
 }  // namespace veloxquant::cuda::kivi

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "cuda/attention/head_dims.h"
 #include "cuda/common/check.cuh"
 #include "cuda/common/device_math.cuh"
 #include "cuda/kvquant/kvquant_launch.h"
@@ -190,16 +191,8 @@ void launch(const AppendParams& p, int batch, const KvquantSide& keys, const Kvq
 
 void launch_kvquant_append(const AppendParams& p, int batch, const KvquantSide& keys,
                            const KvquantSide& values, cudaStream_t stream) {
-  switch (p.head_dim) {
-    case 64: return launch<64>(p, batch, keys, values, stream);
-    case 80: return launch<80>(p, batch, keys, values, stream);
-    case 96: return launch<96>(p, batch, keys, values, stream);
-    case 128: return launch<128>(p, batch, keys, values, stream);
-    case 256: return launch<256>(p, batch, keys, values, stream);
-    default: break;
-  }
-  throw Error("cuda kvquant_nuq append: head_dim " + std::to_string(p.head_dim) +
-              "; expected 64, 80, 96, 128 or 256");
+  with_head_dim(p.head_dim, "cuda kvquant_nuq append",
+                [&]<int D>() { return launch<D>(p, batch, keys, values, stream); });
 }
 
 }  // namespace veloxquant::cuda

@@ -6,6 +6,7 @@
 // allows.
 #include <cuda_fp16.h>
 
+#include "cuda/attention/head_dims.h"
 #include "cuda/attention/tc_decode.cuh"
 #include "cuda/common/check.cuh"
 #include "cuda/fp16/fp16_tile.cuh"
@@ -186,16 +187,7 @@ SplitKernel for_stages(const KvquantArgs& a) {
 
 SplitKernel kvquant_split_kernel(const AttendParams& p) {
   const KvquantArgs a = p.format.get<KvquantArgs>();
-  switch (p.head_dim) {
-    case 64: return for_stages<64>(a);
-    case 80: return for_stages<80>(a);
-    case 96: return for_stages<96>(a);
-    case 128: return for_stages<128>(a);
-    case 256: return for_stages<256>(a);
-    default: break;
-  }
-  throw Error("cuda kvquant_nuq attention: head_dim " + std::to_string(p.head_dim) +
-              "; expected 64, 80, 96, 128 or 256");
+  return with_head_dim(p.head_dim, "cuda kvquant_nuq attention", [&]<int D>() { return for_stages<D>(a); });
 }
 
 }  // namespace veloxquant::cuda

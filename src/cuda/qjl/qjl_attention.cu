@@ -20,6 +20,7 @@
 
 #include <algorithm>
 
+#include "cuda/attention/head_dims.h"
 #include "cuda/attention/tc_decode.cuh"
 #include "cuda/common/check.cuh"
 #include "cuda/kivi/kivi_values.cuh"
@@ -205,14 +206,8 @@ __device__ void attend_codes(const AttendParams& p, int seq, int main_split, flo
       if (lead == 0) half_scores<true>({r0, 0}, {r1, 0}, bs, bo, bqo, qa, ln, s[h]);
       else half_scores<false>({r0, 8 * lead}, {r1, 8 * lead}, bs, bo, bqo, qa, ln, s[h]);
     }
-    mask_tile(s, ln, tile * kTileTokens, score_mask(p, p.main_end));
-    float alpha[2];
-    st.update(s, alpha);
-    values.rescale(alpha);
-    stage_probabilities(pt, s, ln);
-    __syncwarp();
-    values.add_tile(stage + QjlStage::kKeyBytes, pt, ln);
-    __syncwarp();
+    kivi::attend_tile_on_values(s, stage + QjlStage::kKeyBytes, tile * kTileTokens, score_mask(p, p.main_end),
+                                st, values, pt, ln);
   });
   async_wait<0>();
   __syncthreads();
@@ -229,11 +224,9 @@ __global__ void __launch_bounds__(kThreads) qjl_attend_kernel(AttendParams p) {
   float* q_s = reinterpret_cast<float*>(smem) + kWarps * kPtFloats;
   float* sq_s = q_s + kMmaHeads * D;
   uint8_t* stages = reinterpret_cast<uint8_t*>(sq_s + kMmaHeads * qjl::kProj);
-  // The ring split, when there is one, is split 0: it starts first, beside the long main splits.
-  const int seq = blockIdx.y, ring_splits = p.splits - p.main_splits;
-  if (static_cast<int>(blockIdx.x) < ring_splits)
-    kivi::attend_ring<D, VBITS>(p, seq, p.format.get<QjlArgs>().value_group, pt, stages);
-  else attend_codes<D, VBITS, VG>(p, seq, blockIdx.x - ring_splits, q_s, sq_s, stages, pt);
+  kivi::ring_or_codes<D, VBITS>(p, p.format.get<QjlArgs>().value_group, pt, stages, [&](int seq, int split) {
+    attend_codes<D, VBITS, VG>(p, seq, split, q_s, sq_s, stages, pt);
+  });
 }
 
 template <int D, int VBITS, int VG>
@@ -253,16 +246,7 @@ SplitKernel for_head_dim(const AttendParams& p) {
   const auto make = [&]<int D>() {
     return kivi::for_value_group<D, VBITS>(vg, [vg]<int VG>() { return split_kernel<D, VBITS, VG>(vg); });
   };
-  switch (p.head_dim) {
-    case 64: return make.template operator()<64>();
-    case 80: return make.template operator()<80>();
-    case 96: return make.template operator()<96>();
-    case 128: return make.template operator()<128>();
-    case 256: return make.template operator()<256>();
-    default:
-      throw Error("cuda qjl attention: head_dim " + std::to_string(p.head_dim) +
-                  "; expected 64, 80, 96, 128 or 256");
-  }
+  return with_head_dim(p.head_dim, "cuda qjl attention", make);
 }
 
 }  // namespace

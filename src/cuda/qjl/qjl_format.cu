@@ -8,9 +8,8 @@
 #include <memory>
 #include <numbers>
 
-#include "cuda/cache/device_format.h"
 #include "cuda/common/device_array.cuh"
-#include "cuda/kivi/kivi_layout.cuh"
+#include "cuda/kivi/kivi_values_format.h"
 #include "cuda/qjl/qjl_launch.h"
 #include "cuda/qjl/qjl_layout.cuh"
 #include "cuda/qjl/qjl_rules.h"
@@ -21,11 +20,12 @@ namespace {
 
 static_assert(kQjlProj == size_t(qjl::kProj) && kQjlOutlierProj == size_t(qjl::kOutlierProj));
 
-class QjlFormat final : public DeviceFormat {
+class QjlFormat final : public KiviValuesFormat {
  public:
   QjlFormat(const CacheConfig& c, const QjlTables& t)
-      : keys_{int(t.outliers), int(c.group)},
-        values_{int(c.head_dim), int(c.bits), int(t.value_group)},
+      : KiviValuesFormat(int(c.group), qjl::KeyLayout{int(t.outliers), int(c.group)}.block_bytes(),
+                         {int(c.head_dim), int(c.bits), int(t.value_group)}),
+        keys_{int(t.outliers), int(c.group)},
         sketch_floats_(t.sketch.size()) {
     // A step's threads read adjacent floats of S^T; within each 32 rows of the fp16 copy, pair j
     // holds rows j and j + 16.
@@ -47,11 +47,6 @@ class QjlFormat final : public DeviceFormat {
                     std::sqrt(static_cast<float>(int(d) - no)) * half_pi / static_cast<float>(t.proj),
                     std::sqrt(static_cast<float>(no)) * half_pi / static_cast<float>(t.outlier_proj)};
   }
-  bool windowed() const override { return true; }
-  int key_block() const override { return keys_.group; }
-  int value_block() const override { return 4; }
-  size_t key_code_bytes(size_t n) const override { return n / keys_.group * keys_.block_bytes(); }
-  size_t value_code_bytes(size_t n) const override { return n / 4 * values_.block_bytes(); }
   size_t shared_bytes(bool key) const override { return key ? sketch_floats_ * sizeof(float) : 0; }
   void append(const AppendParams& p, int batch, cudaStream_t s) const override {
     launch_qjl_append(p, batch, values_.bits, QjlDevice{sketch_t_.ptr, keys_.group, keys_.outliers, values_.group}, s);
@@ -63,7 +58,6 @@ class QjlFormat final : public DeviceFormat {
 
  private:
   qjl::KeyLayout keys_;
-  kivi::ValueLayout values_;
   size_t sketch_floats_;
   DeviceArray<float> sketch_t_;  // S^T, head_dim x proj
   DeviceArray<uint16_t> sketch_t_f16_;

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 
+#include "cuda/attention/head_dims.h"
 #include "cuda/attention/tc_decode.cuh"
 #include "cuda/common/check.cuh"
 #include "cuda/common/rotation.cuh"
@@ -195,13 +196,8 @@ SplitKernel for_method(const AttendParams& p, int bits, bool prod) {
 }  // namespace
 
 SplitKernel turboquant_split_kernel(const AttendParams& p, int bits, bool prod) {
-  if (p.head_dim == 128) return for_method<128>(p, bits, prod);
-  if (p.head_dim == 64) return for_method<64>(p, bits, prod);
-  if (p.head_dim == 256) return for_method<256>(p, bits, prod);
-  if (p.head_dim == 80) return for_method<80>(p, bits, prod);
-  if (p.head_dim == 96) return for_method<96>(p, bits, prod);
-  throw Error("cuda turboquant attention: head_dim " + std::to_string(p.head_dim) +
-              "; expected 64, 80, 96, 128 or 256");
+  return with_head_dim(p.head_dim, "cuda turboquant attention",
+                       [&]<int D>() { return for_method<D>(p, bits, prod); });
 }
 
 }  // namespace veloxquant::cuda

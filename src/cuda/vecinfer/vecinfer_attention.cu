@@ -10,6 +10,7 @@
 //    probabilities times each token's norm, in the rotated space; combine.cu rotates back.
 #include <cuda_fp16.h>
 
+#include "cuda/attention/head_dims.h"
 #include "cuda/attention/tc_decode.cuh"
 #include "cuda/common/check.cuh"
 #include "cuda/common/rotation.cuh"
@@ -137,13 +138,7 @@ SplitKernel for_bits(const AttendParams& p, int bits) {
 }  // namespace
 
 SplitKernel vecinfer_split_kernel(const AttendParams& p, int bits) {
-  if (p.head_dim == 128) return for_bits<128>(p, bits);
-  if (p.head_dim == 64) return for_bits<64>(p, bits);
-  if (p.head_dim == 256) return for_bits<256>(p, bits);
-  if (p.head_dim == 80) return for_bits<80>(p, bits);
-  if (p.head_dim == 96) return for_bits<96>(p, bits);
-  throw Error("cuda vecinfer attention: head_dim " + std::to_string(p.head_dim) +
-              "; expected 64, 80, 96, 128 or 256");
+  return with_head_dim(p.head_dim, "cuda vecinfer attention", [&]<int D>() { return for_bits<D>(p, bits); });
 }
 
 }  // namespace veloxquant::cuda
