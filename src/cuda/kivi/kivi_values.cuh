@@ -1,6 +1,6 @@
 // KIVI's value blocks in the split-decode attention kernels on tensor cores (tc_decode.cuh),
 // shared by the kernels of the methods that store KIVI values (kivi_attention.cu,
-// qjl/qjl_attention.cu):
+// qjl/qjl_attention.cu, kitty/kitty_attention.cu):
 //  - ValueSums: the fused region's values straight from the codes. A = V^T codes, lane (g, t)
 //    reads in quad t the words of channels g and g + 8 (one word holds 4 tokens x cpb channels),
 //    B = probabilities times each token's scale per value group, tokens 0 and 2 then 1 and 3; one
@@ -10,7 +10,8 @@
 //    each tile's values are decoded to fp16 rows in the warp's own tile and summed as fp16 rows
 //    are (fp16_tile.cuh).
 //  - attend_ring: the split over the ring of fp16 rows (the residual window and the keys of a
-//    partial key group).
+//    partial key group); ring_or_codes: which split a block runs;
+//  - attend_tile_on_values: a tile's scores into the online softmax and onto its values.
 #pragma once
 
 #include <cuda_fp16.h>
