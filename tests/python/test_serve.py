@@ -335,7 +335,9 @@ def test_too_little_kv_memory_preempts_and_every_request_finishes():
 
 
 def test_sigterm_drains_in_flight_requests_and_exits_0():
-    s = Server(context=4096)
+    # A drain long enough for the 4000-token answer on a slow build (under ASan it took near the
+    # default 30 s, and the deadline then cut the stream).
+    s = Server("--drain-timeout", "600", context=4096)
     body = {"prompt": "Far away", "max_tokens": 4000, "stream": True, "temperature": 0}
     lines = []
     with httpx.stream("POST", s.url + "/v1/completions", json=body, timeout=120) as response:
